@@ -74,7 +74,7 @@ def render(data: dict) -> str:
     for key, value in data.items():
         if isinstance(value, list):
             lines.append(f"{key}:")
-            lines.extend(f"  - {name}" for name in value)
+            lines.extend(f'  - "{name}"' for name in value)
         else:
             lines.append(f'{key}: "{value}"')
     return "\n".join(lines) + "\n"

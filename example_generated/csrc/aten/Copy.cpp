@@ -1,0 +1,237 @@
+// Copies between the host and foo devices: _copy_from, _copy_from_and_resize and
+// _local_scalar_dense (tensor.item()).
+//
+// tensor.to(...), tensor.copy_(...), printing, the CPU fallback and every host<->device transfer
+// come through _copy_from. A copy of a dense tensor whose layout already matches is one runtime
+// memcpy; anything else (another dtype, non-contiguous, broadcast, conjugate/negative views) is
+// first brought into a matching dense layout on the side where that is cheap: dtype and layout
+// conversion of host data on the host, of device data by a device kernel.
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "../core/DeviceAllocator.h"
+#include "../core/Launch.h"
+
+namespace torch_foo {
+namespace {
+
+constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
+
+size_t nbytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+// True when the raw bytes of `a` and `b` can be copied as one block.
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg() &&
+      a.is_non_overlapping_and_dense() && b.is_non_overlapping_and_dense() && a.strides() == b.strides();
+}
+
+// An uninitialised tensor shaped like `like`: same strides when `like` is dense, else contiguous;
+// same conjugate/negative bits, so that its bytes mean what `like`'s bytes mean.
+at::Tensor empty_matching(const at::Tensor& like, c10::ScalarType dtype, c10::Device device) {
+  const bool dense = like.is_non_overlapping_and_dense();
+  at::Tensor t;
+  if (device.is_cpu()) {
+    t = dense ? at::detail::empty_strided_cpu(like.sizes(), like.strides(), dtype)
+              : at::detail::empty_cpu(like.sizes(), dtype);
+  } else {
+    const c10::DeviceGuard guard(device);
+    t = dense ? at::detail::empty_strided_generic(like.sizes(), like.strides(), device_allocator(), kKeys, dtype)
+              : at::detail::empty_generic(like.sizes(), device_allocator(), kKeys, dtype, std::nullopt);
+  }
+  t._set_conj(like.is_conj());
+  t._set_neg(like.is_neg());
+  return t;
+}
+
+void memcpy_on_stream(void* dst, const void* src, size_t count, fooMemcpyKind kind, bool wait) {
+  const fooStream_t stream = current_stream();
+  FOO_CHECK(fooMemcpyAsync(dst, src, count, kind, stream));
+  if (wait) {
+    FOO_CHECK(fooStreamSynchronize(stream));
+  }
+}
+
+// A transfer between pageable host memory and the device, complete when this returns. Emulated
+// device memory is host memory, so a transfer is a memcpy; large ones are split across PyTorch's
+// intra-op threads, as a CPU-to-CPU copy is, to reach the same bandwidth. (A driver moves the
+// data with DMA engines instead; one fooMemcpy call would do.)
+void transfer(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
+  constexpr int64_t kChunk = int64_t{256} << 10;
+  FOO_CHECK(fooStreamSynchronize(current_stream())); // queued work may use the memory
+  if (static_cast<int64_t>(count) < 2 * kChunk || at::get_num_threads() == 1) {
+    FOO_CHECK(fooMemcpy(dst, src, count, kind));
+    return;
+  }
+  at::parallel_for(0, static_cast<int64_t>(count), kChunk, [&](int64_t begin, int64_t end) {
+    FOO_CHECK(fooMemcpy(
+        static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin, kind));
+  });
+}
+
+// Device kernel: dst = src for two tensors of one device and one shape, any dtypes and strides.
+// The emulated device converts with ATen's CPU copy on views of device memory, the way a device
+// would call its own conversion routines.
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  const c10::DeviceGuard guard(dst.device());
+  if (same_layout(dst, src)) {
+    memcpy_on_stream(dst.data_ptr(), src.const_data_ptr(), nbytes(dst), fooMemcpyDeviceToDevice, false);
+    return;
+  }
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
+  struct View {
+    void* data;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    c10::ScalarType dtype;
+    bool conj;
+    bool neg;
+    explicit View(const at::Tensor& t)
+        : data(const_cast<void*>(t.const_data_ptr())),
+          sizes(t.sizes().vec()),
+          strides(t.strides().vec()),
+          dtype(t.scalar_type()),
+          conj(t.is_conj()),
+          neg(t.is_neg()) {}
+    at::Tensor as_cpu() const {
+      at::Tensor t = at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype));
+      t._set_conj(conj);
+      t._set_neg(neg);
+      return t;
+    }
+  };
+  launch([out = View(dst), in = View(src)]() { out.as_cpu().copy_(in.as_cpu()); });
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
+  if (!dst.is_non_overlapping_and_dense()) {
+    const at::Tensor staging = empty_matching(dst, dst.scalar_type(), dst.device());
+    copy_host_to_device(staging, src);
+    copy_on_device(dst, staging);
+    return;
+  }
+  at::Tensor host = src;
+  if (!same_layout(dst, src)) {
+    host = empty_matching(dst, dst.scalar_type(), at::kCPU);
+    host.copy_(src);
+  }
+  const c10::DeviceGuard guard(dst.device());
+  transfer(dst.data_ptr(), host.const_data_ptr(), nbytes(dst), fooMemcpyHostToDevice);
+}
+
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor dense = src;
+  if (!src.is_non_overlapping_and_dense()) {
+    dense = empty_matching(src, src.scalar_type(), src.device());
+    copy_on_device(dense, src);
+  }
+  const bool direct = same_layout(dst, dense);
+  const at::Tensor host = direct ? dst : empty_matching(dense, dense.scalar_type(), at::kCPU);
+  {
+    const c10::DeviceGuard guard(dense.device());
+    transfer(host.data_ptr(), dense.const_data_ptr(), nbytes(dense), fooMemcpyDeviceToHost);
+  }
+  if (!direct) {
+    dst.copy_(host);
+  }
+}
+
+void copy_between_devices(const at::Tensor& dst, const at::Tensor& src) {
+  // Convert on the source device into dst's dtype and layout, then move the bytes.
+  at::Tensor staged = src;
+  if (!same_layout(dst, src)) {
+    staged = empty_matching(dst, dst.scalar_type(), src.device());
+    copy_on_device(staged, src);
+  }
+  at::Tensor target = dst;
+  if (!dst.is_non_overlapping_and_dense()) {
+    target = empty_matching(dst, dst.scalar_type(), dst.device());
+  }
+  {
+    const c10::DeviceGuard guard(src.device());
+    memcpy_on_stream(target.data_ptr(), staged.const_data_ptr(), nbytes(target), fooMemcpyDeviceToDevice, true);
+  }
+  if (!target.is_same(dst)) {
+    copy_on_device(dst, target);
+  }
+}
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined");
+  if (dst.numel() == 0 || self.is_same(dst)) {
+    return dst;
+  }
+  const at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
+  const bool src_device = src.is_privateuseone();
+  const bool dst_device = dst.is_privateuseone();
+  TORCH_CHECK(
+      (src_device || src.is_cpu()) && (dst_device || dst.is_cpu()),
+      "foo can copy to and from the CPU only, not between ",
+      src.device(),
+      " and ",
+      dst.device());
+  if (src_device && dst_device) {
+    if (src.device() == dst.device()) {
+      copy_on_device(dst, src);
+    } else {
+      copy_between_devices(dst, src);
+    }
+  } else if (dst_device) {
+    copy_host_to_device(dst, src);
+  } else {
+    copy_device_to_host(dst, src);
+  }
+  return dst;
+}
+
+at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) {
+    dst.resize_(self.sizes());
+  }
+  return _copy_from(self, dst, false);
+}
+
+at::Scalar _local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  at::Tensor host = at::detail::empty_cpu({}, self.scalar_type());
+  host._set_conj(self.is_conj());
+  host._set_neg(self.is_neg());
+  const c10::DeviceGuard guard(self.device());
+  memcpy_on_stream(host.data_ptr(), self.const_data_ptr(), self.element_size(), fooMemcpyDeviceToHost, true);
+  return host.item();
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", _copy_from);
+  m.impl("_copy_from_and_resize", _copy_from_and_resize);
+  m.impl("_local_scalar_dense", _local_scalar_dense);
+}
+
+// These kernels honour the conjugate and negative bits themselves (see same_layout). Without the
+// fallthroughs, PyTorch would first materialise such views by cloning them, and clone copies
+// through _copy_from again: infinite recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+  m.impl("_local_scalar_dense", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+  m.impl("_local_scalar_dense", torch::CppFunction::makeFallthrough());
+}
+
+} // namespace torch_foo

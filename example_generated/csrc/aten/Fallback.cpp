@@ -1,0 +1,88 @@
+// The CPU fallback, registered for the whole PrivateUse1 dispatch key.
+//
+// PyTorch has about 2,500 operators; a backend implements the ones that matter for speed and lets
+// the rest run here. Each call costs two copies per tensor argument, so a real backend watches
+// which operators land here: torch.foo.fallback_ops() lists them, and
+// FOO_WARN_FALLBACK=1 warns once for each.
+#include "Fallback.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_set>
+
+#include <torch/library.h>
+
+namespace torch_foo {
+namespace {
+
+std::mutex seen_mutex;
+std::unordered_set<c10::OperatorName> seen_ops;
+
+bool warn_on_fallback() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("FOO_WARN_FALLBACK");
+    return env != nullptr && env[0] != '\0' && env[0] != '0';
+  }();
+  return enabled;
+}
+
+} // namespace
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::OperatorName& name = op.schema().operator_name();
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(seen_mutex);
+    first = seen_ops.insert(name).second;
+  }
+  if (first && warn_on_fallback()) {
+    TORCH_WARN("foo: ", name, " has no foo kernel and runs on the CPU fallback");
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+void route_structured_ops_to_fallback() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Leaked on purpose: the registrations must outlive static destruction.
+    auto* library = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    auto& dispatcher = c10::Dispatcher::singleton();
+    const auto names =
+        dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+    for (const auto& name : names) {
+      const auto op = dispatcher.findOp(name);
+      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        continue; // a native kernel exists
+      }
+      const auto& returns = op->schema().returns();
+      const bool returns_view = std::any_of(returns.begin(), returns.end(), [](const c10::Argument& r) {
+        return r.alias_info() != nullptr && !r.alias_info()->isWrite();
+      });
+      if (returns_view) {
+        continue; // the fallback would return a copy where a view is expected
+      }
+      const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+      library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+    }
+  });
+}
+
+std::vector<std::string> fallback_ops() {
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(seen_mutex);
+    for (const auto& name : seen_ops) {
+      names.push_back(c10::toString(name));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+} // namespace torch_foo

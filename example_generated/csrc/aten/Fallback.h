@@ -1,0 +1,33 @@
+// The CPU fallback: how operators without a foo kernel still work.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/native/CPUFallback.h>
+
+namespace torch_foo {
+
+// Boxed kernel registered for every operator that has no foo kernel: copies the device
+// arguments to the CPU, runs the CPU kernel, and copies results (and mutated arguments) back.
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Sends the functional and in-place variants of PyTorch's structured operators straight to the
+// fallback. Without this, their generic kernels (CompositeExplicitAutogradNonFunctional) would
+// allocate an output on the device and call the out= variant through the fallback: an extra copy,
+// and a deprecation warning from operators (mse_loss, ...) whose out= variant resizes its output.
+// Called once when the Python module loads, after all kernels of this library are registered.
+void route_structured_ops_to_fallback();
+
+// Names of the operators that ran through the fallback in this process, sorted.
+std::vector<std::string> fallback_ops();
+
+// Runs one operator through the fallback from inside a native kernel, for cases that kernel
+// does not handle (a rare dtype, say). Op is the operator's at::_ops struct.
+template <typename Op, typename... Args>
+decltype(auto) run_on_cpu(Args&&... args) {
+  return at::native::call_fallback_fn<&cpu_fallback, Op>::call(std::forward<Args>(args)...);
+}
+
+} // namespace torch_foo

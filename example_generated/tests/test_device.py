@@ -1,0 +1,140 @@
+"""Device strings, the device module torch.foo, torch.accelerator, and errors for bad input."""
+
+import importlib
+import os
+import threading
+
+import pytest
+import torch
+
+import torch_foo
+
+EXPECTED_COUNT = int(os.environ.get("FOO_DEVICE_COUNT", "2"))
+
+
+def test_device_strings_parse():
+    assert torch.device("foo").type == "foo"
+    assert torch.device("foo").index is None
+    assert torch.device("foo:1").index == 1
+    assert torch.device("foo", 1) == torch.device("foo:1")
+    assert str(torch.device("foo:0")) == "foo:0"
+
+
+def test_device_module_is_registered():
+    assert torch.foo is torch_foo
+    assert torch.foo.is_available()
+    assert torch.foo.device_count() == EXPECTED_COUNT
+    assert torch._C._get_privateuse1_backend_name() == "foo"
+
+
+def test_tensor_lands_on_requested_device(device):
+    x = torch.ones(2, device=device)
+    assert x.device == device
+    assert x.is_foo
+    torch.testing.assert_close((x + 1).cpu(), torch.full((2,), 2.0))
+
+
+def test_set_device_and_current_device():
+    torch.foo.set_device(1)
+    assert torch.foo.current_device() == 1
+    assert torch.ones(1, device="foo").device == torch.device("foo:1")
+    torch.foo.set_device("foo:0")
+    assert torch.foo.current_device() == 0
+
+
+def test_device_context_manager_restores():
+    with torch.foo.device(1):
+        assert torch.foo.current_device() == 1
+        assert torch.empty(1, device="foo").device.index == 1
+        with torch.foo.device("foo:0"):
+            assert torch.foo.current_device() == 0
+        assert torch.foo.current_device() == 1
+    assert torch.foo.current_device() == 0
+
+
+def test_device_of_tensor():
+    x = torch.zeros(1, device="foo:1")
+    with torch.foo.device_of(x):
+        assert torch.foo.current_device() == 1
+    with torch.foo.device_of(torch.zeros(1)):  # CPU tensor: no change
+        assert torch.foo.current_device() == 0
+
+
+def test_current_device_is_per_thread():
+    seen = {}
+
+    def worker():
+        torch.foo.set_device(1)
+        seen["worker"] = torch.foo.current_device()
+        seen["tensor"] = torch.ones(1, device="foo").device.index
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == {"worker": 1, "tensor": 1}
+    assert torch.foo.current_device() == 0
+
+
+def test_synchronize_and_properties(device):
+    torch.foo.synchronize(device)
+    torch.foo.synchronize()
+    props = torch.foo.get_device_properties(device)
+    assert props.total_memory > 0
+    assert "foo" in torch.foo.get_device_name(device)
+    assert torch.foo.get_device_capability(device) == (props.major, props.minor)
+
+
+def test_is_initialized_after_use():
+    torch.ones(1, device="foo")
+    assert torch.foo.is_initialized()
+
+
+def test_accelerator_api_sees_the_backend():
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator() == torch.device("foo")
+    assert torch.accelerator.device_count() == EXPECTED_COUNT
+    torch.accelerator.set_device_index(1)
+    assert torch.accelerator.current_device_index() == 1
+    assert torch.foo.current_device() == 1
+    torch.accelerator.set_device_index(0)
+    torch.accelerator.synchronize()
+
+
+@pytest.mark.parametrize("index", [EXPECTED_COUNT, EXPECTED_COUNT + 5])
+def test_bad_device_index_raises(index):
+    with pytest.raises(RuntimeError, match=f"Invalid foo device index {index}"):
+        torch.ones(2, device=f"foo:{index}")
+    with pytest.raises(RuntimeError, match="Invalid foo device index"):
+        torch.foo.set_device(index)
+    with pytest.raises(RuntimeError, match="Invalid foo device index"):
+        torch.zeros(2).to(f"foo:{index}")
+    assert torch.foo.current_device() == 0
+
+
+def test_out_of_range_indices_raise():
+    for index in (-3, 1000, 2**40):
+        with pytest.raises(RuntimeError, match=f"Invalid foo device index {index}"):
+            torch.foo.set_device(index)
+    with pytest.raises(RuntimeError, match="Invalid foo device index 1000"):
+        torch.foo.synchronize(1000)
+
+
+def test_wrong_types_raise():
+    with pytest.raises(TypeError):
+        torch.foo.set_device(1.5)
+    with pytest.raises(ValueError, match="Expected a foo device"):
+        torch.foo.set_device("cpu")
+
+
+def test_rename_to_another_name_raises_and_backend_keeps_working():
+    with pytest.raises(RuntimeError, match="has already been set"):
+        torch.utils.rename_privateuse1_backend("other_device")
+    torch.utils.rename_privateuse1_backend("foo")  # the same name again is allowed
+    assert (torch.ones(1, device="foo") * 3).item() == 3
+
+
+def test_initialisation_is_idempotent():
+    reloaded = importlib.reload(torch_foo)
+    torch_foo._register()
+    assert torch.foo is reloaded
+    assert torch.ones(1).foo().is_foo

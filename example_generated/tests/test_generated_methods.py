@@ -1,0 +1,37 @@
+"""The methods torch generates for the backend: Tensor, Module, PackedSequence and Storage."""
+
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence
+
+
+def test_tensor_methods():
+    x = torch.arange(3.0)
+    assert not x.is_foo
+    y = x.foo()
+    assert y.is_foo and y.device == torch.device("foo:0")
+    assert x.foo(1).device == torch.device("foo:1")
+    assert x.foo("foo:1").device.index == 1
+    assert y.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_module_method():
+    model = torch.nn.Linear(3, 2).foo()
+    assert all(p.is_foo for p in model.parameters())
+    model.foo(1)
+    assert {p.device for p in model.parameters()} == {torch.device("foo:1")}
+
+
+def test_packed_sequence_methods():
+    packed = pack_padded_sequence(torch.randn(4, 2, 3), torch.tensor([4, 2]))
+    assert not packed.is_foo
+    moved = packed.foo()
+    assert moved.is_foo and moved.data.is_foo
+
+
+def test_storage_methods():
+    storage = torch.arange(4, dtype=torch.uint8).untyped_storage()
+    assert not storage.is_foo
+    on_device = storage.foo()
+    assert on_device.is_foo and on_device.device.type == "foo"
+    assert list(on_device.cpu()) == [0, 1, 2, 3]
+    assert on_device.foo(1).device.index == 1

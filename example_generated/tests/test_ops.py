@@ -1,0 +1,186 @@
+"""Native kernels (add, sub, mul, div, fill_) and the CPU fallback, compared with CPU results."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import torch_foo
+
+BINARY = {
+    "add": lambda a, b, **kw: torch.add(a, b, **kw),
+    "add_alpha": lambda a, b, **kw: torch.add(a, b, alpha=2, **kw),
+    "sub": lambda a, b, **kw: torch.sub(a, b, **kw),
+    "sub_alpha": lambda a, b, **kw: torch.sub(a, b, alpha=3, **kw),
+    "mul": lambda a, b, **kw: torch.mul(a, b, **kw),
+    "div": lambda a, b, **kw: torch.div(a, b, **kw),
+}
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+          torch.int16, torch.int8, torch.uint8, torch.complex64, torch.complex128]
+
+
+# CPU computes reduced-precision arithmetic with or without fused multiply-add depending on the
+# memory layout, so results may differ by one unit in the last place of the operands.
+TOLERANCE = {torch.float16: {"atol": 0.02, "rtol": 2e-3}, torch.bfloat16: {"atol": 0.2, "rtol": 2e-2}}
+
+
+def make(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point or dtype.is_complex:
+        return (torch.randn(shape, generator=g) * 4).to(dtype) + (0.5 if not dtype.is_complex else 0.5 + 0.5j)
+    values = torch.randint(1, 9, shape, generator=g)
+    return values.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", list(BINARY))
+def test_binary_ops_match_cpu(device, op, dtype):
+    fn = BINARY[op]
+    tol = TOLERANCE.get(dtype, {})
+    a, b = make((5, 7), dtype, 0), make((5, 7), dtype, 1)
+    expected = fn(a, b)
+    assert_close(fn(a.to(device), b.to(device)).cpu(), expected, **tol)
+    # broadcasting and non-contiguous operands
+    assert_close(fn(a.to(device).t(), b[:, :1].to(device).t()).cpu(), fn(a.t(), b[:, :1].t()), **tol)
+    # Python number and 0-dim host tensor operands
+    assert_close(fn(a.to(device), 3).cpu(), fn(a, 3), **tol)
+    assert_close(fn(a.to(device), torch.tensor(2)).cpu(), fn(a, torch.tensor(2)), **tol)
+    two = torch.tensor(2).to(dtype)
+    assert_close(fn(two, b.to(device)).cpu(), fn(two, b), **tol)
+
+
+def test_bool_arithmetic(device):
+    a = torch.tensor([True, False, True, False])
+    b = torch.tensor([True, True, False, False])
+    assert_close((a.to(device) + b.to(device)).cpu(), a + b)
+    assert_close((a.to(device) * b.to(device)).cpu(), a * b)
+    assert_close((a.to(device) / b.to(device)).cpu(), a / b, equal_nan=True)
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors"):
+        a.to(device) - b.to(device)
+
+
+@pytest.mark.parametrize(
+    "lhs,rhs",
+    [(torch.int32, torch.float32), (torch.uint8, torch.int8), (torch.float16, torch.float64),
+     (torch.int64, torch.bool), (torch.bfloat16, torch.float16), (torch.float32, torch.complex64)],
+    ids=str,
+)
+@pytest.mark.parametrize("op", ["add", "mul", "div", "sub"])
+def test_type_promotion_matches_cpu(device, op, lhs, rhs):
+    fn = BINARY[op]
+    a, b = make((6,), lhs, 2), make((6,), rhs, 3)
+    if op == "sub" and rhs == torch.bool:
+        pytest.skip("sub with a bool tensor is an error on every device")
+    expected = fn(a, b)
+    result = fn(a.to(device), b.to(device))
+    assert result.dtype == expected.dtype
+    assert_close(result.cpu(), expected)
+    assert fn(a.to(device), 1.5).dtype == fn(a, 1.5).dtype
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_out_and_in_place_variants(device, op):
+    a, b = make((4, 5), torch.float32, 4), make((5,), torch.float32, 5)
+    out = torch.empty(4, 5, device=device)
+    returned = BINARY[op](a.to(device), b.to(device), out=out)
+    assert returned is out
+    assert_close(out.cpu(), BINARY[op](a, b))
+    resized = torch.empty(0, device=device)
+    BINARY[op](a.to(device), b.to(device), out=resized)
+    assert resized.shape == (4, 5)
+    assert_close(resized.cpu(), BINARY[op](a, b))
+    double_out = torch.empty(4, 5, device=device, dtype=torch.float64)
+    BINARY[op](a.to(device), b.to(device), out=double_out)  # computed in float32, stored as float64
+    assert_close(double_out.cpu(), BINARY[op](a, b).double())
+    x = a.to(device)
+    getattr(x, f"{op}_")(b.to(device))
+    assert_close(x.cpu(), getattr(a.clone(), f"{op}_")(b))
+
+
+def test_in_place_errors_match_cpu(device):
+    x = torch.ones(3, dtype=torch.int64, device=device)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        x.add_(torch.ones(3, device=device))
+    with pytest.raises(RuntimeError):
+        torch.ones(3, device=device).add_(torch.ones(2, 3, device=device))  # would need to grow self
+    with pytest.raises(RuntimeError, match="same device|two devices"):
+        torch.ones(3, device="foo:0") + torch.ones(3, device="foo:1")
+    with pytest.raises(RuntimeError, match="same device|two devices"):
+        torch.ones(3, device=device) + torch.ones(3)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_dtypes_without_native_kernels_use_the_fallback(device):
+    a = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex32)  # no native kernel for complex32
+    assert_close((a.to(device) + a.to(device)).cpu(), a + a)
+    assert_close((a.to(device) * a.to(device)).cpu(), a * a)
+    with pytest.raises(NotImplementedError, match="UInt16"):  # nor on the CPU: the same error
+        torch.ones(2, dtype=torch.uint16, device=device) + 1
+
+
+def test_fill_every_dtype(device):
+    for dtype in [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int64,
+                  torch.bool, torch.complex64, torch.complex128, torch.uint16, torch.float8_e4m3fn]:
+        x = torch.empty(3, 4, dtype=dtype, device=device)
+        value = True if dtype == torch.bool else 3
+        x.fill_(value)
+        assert_close(x.cpu(), torch.full((3, 4), value, dtype=dtype), msg=str(dtype))
+        x.t()[1:].fill_(0)
+        expected = torch.full((3, 4), value, dtype=dtype)
+        expected.t()[1:].fill_(0)
+        assert_close(x.cpu(), expected, msg=str(dtype))
+
+
+FALLBACK_CASES = {
+    "sin": lambda x: torch.sin(x),
+    "exp": lambda x: x.exp(),
+    "sum": lambda x: x.sum(dim=1),
+    "mean": lambda x: x.mean(),
+    "matmul": lambda x: x @ x.t(),
+    "softmax": lambda x: torch.softmax(x, dim=-1),
+    "cat": lambda x: torch.cat([x, x * 2], dim=0),
+    "sort": lambda x: torch.sort(x, dim=1).values,
+    "argmax": lambda x: x.argmax(dim=1),
+    "where": lambda x: torch.where(x > 0, x, -x),
+    "index_select": lambda x: x.index_select(0, torch.tensor([2, 0], device=x.device)),
+    "cumsum": lambda x: x.cumsum(0),
+    "max": lambda x: x.max(),
+    "clamp": lambda x: x.clamp(-0.5, 0.5),
+    "masked_fill": lambda x: x.masked_fill(x < 0, 0.0),
+}
+
+
+@pytest.mark.parametrize("name", list(FALLBACK_CASES))
+def test_fallback_ops_match_cpu(device, name):
+    x = make((4, 5), torch.float32, 7) - 2
+    result = FALLBACK_CASES[name](x.to(device))
+    assert result.device == device
+    assert_close(result.cpu(), FALLBACK_CASES[name](x))
+
+
+def run_fresh(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Runs code in a new interpreter: fallback records and environment are per process."""
+    environment = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env}
+    return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True,
+                          check=True, timeout=300)
+
+
+def test_fallback_ops_are_recorded_and_native_ops_are_not():
+    code = (
+        "import torch, torch_foo\n"
+        "x = torch.randn(3, device='foo')\n"
+        "torch.cos(x); x + x; x * 2; x.sub_(1); x.div(3).fill_(0)\n"
+        "print(torch_foo.fallback_ops())\n"
+    )
+    ops = eval(run_fresh(code).stdout)
+    assert "aten::cos" in ops
+    assert not [op for op in ops if op.split("::")[1].split(".")[0] in {"add", "sub", "mul", "div", "fill_"}]
+
+
+def test_warn_fallback_environment_variable():
+    code = "import torch, torch_foo; torch.tan(torch.ones(2, device='foo'))"
+    result = run_fresh(code, FOO_WARN_FALLBACK="1")
+    assert "aten::tan" in result.stderr and "CPU fallback" in result.stderr

@@ -1,0 +1,157 @@
+"""Creating tensors on each device, views that alias device memory, in-place updates, resize_ and set_."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+          torch.int8, torch.uint8, torch.bool, torch.complex64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_factories_match_cpu(device, dtype):
+    for make in (
+        lambda **kw: torch.zeros(2, 3, **kw),
+        lambda **kw: torch.ones(2, 3, **kw),
+        lambda **kw: torch.full((4,), 7, **kw),
+        lambda **kw: torch.tensor([[1, 0], [0, 1]], **kw),
+        lambda **kw: torch.eye(3, **kw),
+    ):
+        x = make(device=device, dtype=dtype)
+        assert x.device == device and x.dtype == dtype
+        assert_close(x.cpu(), make(dtype=dtype))
+
+
+def test_empty_and_like_factories(device):
+    x = torch.empty(3, 4, device=device)
+    assert x.shape == (3, 4) and x.device == device
+    assert torch.empty_like(x).device == device
+    assert_close(torch.zeros_like(x).cpu(), torch.zeros(3, 4))
+    assert_close(torch.ones_like(x, dtype=torch.int64).cpu(), torch.ones(3, 4, dtype=torch.int64))
+    assert torch.empty(0, device=device).numel() == 0
+    assert torch.empty(2, 0, 3, device=device).shape == (2, 0, 3)
+    assert torch.empty_strided((2, 3), (1, 2), device=device).stride() == (1, 2)
+    channels_last = torch.empty(2, 3, 4, 5, device=device, memory_format=torch.channels_last)
+    assert channels_last.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_scalars_item_and_tolist(device):
+    x = torch.tensor([1.5, -2.0], device=device)
+    assert x[0].item() == 1.5
+    assert x.tolist() == [1.5, -2.0]
+    assert torch.tensor(3, device=device).item() == 3
+    assert torch.tensor(True, device=device).item() is True
+    assert torch.tensor(1 + 2j, device=device).item() == 1 + 2j
+    assert "device='foo:" in repr(x)
+
+
+def test_views_alias_device_memory(device):
+    base = torch.arange(12.0).to(device)
+    views = {
+        "view": base.view(3, 4),
+        "reshape": base.reshape(2, 6),
+        "t": base.view(3, 4).t(),
+        "permute": base.view(2, 2, 3).permute(2, 0, 1),
+        "select": base.view(3, 4)[1],
+        "slice": base[2:10:3],
+        "narrow": base.narrow(0, 4, 4),
+        "expand": base[:1].expand(5),
+        "unsqueeze": base.unsqueeze(0),
+        "unfold": base.unfold(0, 4, 2),
+        "diagonal": base.view(3, 4).diagonal(),
+        "as_strided": base.as_strided((2, 2), (4, 1), 1),
+    }
+    cpu = torch.arange(12.0)
+    expected = {
+        "view": cpu.view(3, 4),
+        "reshape": cpu.reshape(2, 6),
+        "t": cpu.view(3, 4).t(),
+        "permute": cpu.view(2, 2, 3).permute(2, 0, 1),
+        "select": cpu.view(3, 4)[1],
+        "slice": cpu[2:10:3],
+        "narrow": cpu.narrow(0, 4, 4),
+        "expand": cpu[:1].expand(5),
+        "unsqueeze": cpu.unsqueeze(0),
+        "unfold": cpu.unfold(0, 4, 2),
+        "diagonal": cpu.view(3, 4).diagonal(),
+        "as_strided": cpu.as_strided((2, 2), (4, 1), 1),
+    }
+    for name, v in views.items():
+        assert v._base is base or v._is_view(), name
+        assert v.untyped_storage().data_ptr() == base.untyped_storage().data_ptr(), name
+        assert_close(v.cpu(), expected[name], msg=name)
+
+
+def test_writes_through_views_reach_the_base(device):
+    base = torch.zeros(3, 4, device=device)
+    base[1].fill_(2.0)
+    base[:, 3] = 5.0
+    base.t()[0].add_(1.0)
+    base.view(-1)[0:2].mul_(10.0)
+    expected = torch.zeros(3, 4)
+    expected[1].fill_(2.0)
+    expected[:, 3] = 5.0
+    expected.t()[0].add_(1.0)
+    expected.view(-1)[0:2].mul_(10.0)
+    assert_close(base.cpu(), expected)
+
+
+def test_complex_views(device):
+    z = torch.tensor([1 + 2j, 3 - 4j], device=device)
+    real = torch.view_as_real(z)
+    assert_close(real.cpu(), torch.tensor([[1.0, 2.0], [3.0, -4.0]]))
+    real[0, 1] = 7.0
+    assert z[0].item() == 1 + 7j
+    assert_close(torch.view_as_complex(real).cpu(), z.cpu())
+
+
+def test_in_place_updates(device):
+    x = torch.ones(4, device=device)
+    x.add_(1).mul_(3).sub_(1).div_(5)
+    assert_close(x.cpu(), torch.full((4,), 1.0))
+    x.zero_()
+    assert_close(x.cpu(), torch.zeros(4))
+    x.fill_(torch.tensor(2.5))
+    assert_close(x.cpu(), torch.full((4,), 2.5))
+    x.fill_(torch.tensor(1.5, device=device))
+    assert_close(x.cpu(), torch.full((4,), 1.5))
+    x[torch.tensor([0, 2])] = 9.0  # index_put_ through the fallback, in place
+    assert_close(x.cpu(), torch.tensor([9.0, 1.5, 9.0, 1.5]))
+
+
+def test_resize_keeps_contents(device):
+    x = torch.arange(4.0, device=device)
+    ptr = x.data_ptr()
+    x.resize_(2)
+    assert x.data_ptr() == ptr and x.tolist() == [0.0, 1.0]
+    x.resize_(100)
+    assert x.shape == (100,)
+    assert x[:2].tolist() == [0.0, 1.0]
+    x.resize_(2, 2)
+    assert x.shape == (2, 2)
+    storage = torch.empty(0, device=device).untyped_storage()
+    storage.resize_(64)
+    assert storage.nbytes() == 64 and storage.device == device
+
+
+def test_set_overloads(device):
+    src = torch.arange(6.0, device=device)
+    x = torch.empty(0, device=device)
+    x.set_(src)
+    assert x.data_ptr() == src.data_ptr() and x.tolist() == src.tolist()
+    y = torch.empty(0, device=device)
+    y.set_(src.untyped_storage(), 2, (2, 2), (2, 1))
+    assert y.tolist() == [[2.0, 3.0], [4.0, 5.0]]
+    z = torch.empty(0, device=device)
+    z.set_(src.untyped_storage())
+    assert z.tolist() == src.tolist()
+    w = torch.ones(3, device=device)
+    w.set_()
+    assert w.numel() == 0 and w.device == device
+
+
+def test_cannot_pin_or_use_other_layouts(device):
+    with pytest.raises(RuntimeError, match="pin"):
+        torch.empty(2, device=device, pin_memory=True)
+    with pytest.raises(RuntimeError):
+        torch.empty(2, device=device, layout=torch.sparse_coo)

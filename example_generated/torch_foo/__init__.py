@@ -1,0 +1,90 @@
+"""PyTorch backend for the foo accelerator.
+
+Importing this package (``import torch`` does it too, through the ``torch.backends`` entry point)
+makes "foo" a PyTorch device::
+
+    >>> import torch
+    >>> torch.ones(2, device="foo") + 1
+    tensor([2., 2.], device='foo:0')
+
+It loads the C++ backend (torch_foo._C: kernels, allocator, device guard and hooks for the
+PrivateUse1 dispatch key), renames PrivateUse1 to "foo", registers this package as the
+device module ``torch.foo`` and generates ``Tensor.foo()``, ``Tensor.is_foo``,
+``Module.foo()`` and the storage and PackedSequence equivalents. Importing it again,
+or reloading it, changes nothing.
+"""
+
+import sys
+
+import torch
+
+BACKEND_NAME = "foo"
+
+
+def _check_privateuse1_is_free() -> None:
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", BACKEND_NAME):
+        raise RuntimeError(
+            f"Cannot register the {BACKEND_NAME!r} backend: this process already renamed the "
+            f"PrivateUse1 backend to {current!r}, and a process can host only one PrivateUse1 backend. "
+            "Use separate processes (or environments) for the two backends."
+        )
+
+
+_check_privateuse1_is_free()
+
+from . import _C  # noqa: E402  loads the C++ backend
+from ._utils import _get_device_index  # noqa: E402,F401  torch.serialization looks it up here
+from .device import (  # noqa: E402
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+)
+
+
+def fallback_ops() -> list[str]:
+    """Operators that ran on the CPU fallback in this process (no foo kernel), sorted.
+
+    Porting aid: run a workload, then implement the listed operators natively. Set
+    FOO_WARN_FALLBACK=1 to get a warning the first time each one runs.
+    """
+    return list(_C._fallback_ops())
+
+
+def _register() -> None:
+    module = sys.modules[__name__]
+    if torch._C._get_privateuse1_backend_name() != BACKEND_NAME:
+        torch.utils.rename_privateuse1_backend(BACKEND_NAME)
+    if getattr(torch, BACKEND_NAME, None) is not module:
+        torch._register_device_module(BACKEND_NAME, module)
+    if not hasattr(torch.Tensor, BACKEND_NAME):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+
+
+_register()
+
+__all__ = [
+    "BACKEND_NAME",
+    "current_device",
+    "device",
+    "device_count",
+    "device_of",
+    "fallback_ops",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "is_available",
+    "is_initialized",
+    "set_device",
+    "synchronize",
+]

@@ -1,0 +1,92 @@
+"""Device management: the functions torch calls on ``torch.foo`` and users call directly.
+
+torch reads ``is_available``, ``device_count`` and ``current_device`` (torch.utils.backend_registration,
+torch.distributed.run), uses ``device`` as a context manager (torch.serialization restores tensors
+inside it) and ``synchronize``. They mirror torch.cuda's functions of the same names.
+"""
+
+from typing import Any, NamedTuple
+
+import torch
+
+from . import _C
+from ._utils import _get_device_index
+
+
+def is_available() -> bool:
+    """True if at least one foo device exists. Initialises nothing."""
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    """Number of foo devices (FOO_DEVICE_COUNT overrides the emulated default of 2)."""
+    return _C._device_count()
+
+
+def current_device() -> int:
+    """Index of the current foo device of this thread."""
+    return _C._current_device()
+
+
+def set_device(device: Any) -> None:
+    """Makes `device` (int, "foo:N" or torch.device) current for this thread."""
+    _C._set_device(_get_device_index(device))
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits for all work queued on `device` (default: the current device) to finish."""
+    _C._synchronize(_get_device_index(device, optional=True))
+
+
+def is_initialized() -> bool:
+    """True once any foo device has been used (memory allocated or work launched)."""
+    return any(_C._is_initialized(i) for i in range(device_count()))
+
+
+class device:
+    """Context manager that makes a device current, and restores the previous one on exit.
+
+    ``torch.foo.device(1)``, ``torch.foo.device("foo:1")``; None or -1 leaves the device unchanged.
+    """
+
+    def __init__(self, device: Any):
+        self.idx = -1 if device is None or device == -1 else _get_device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self) -> "device":
+        if self.idx != -1:
+            self.prev_idx = _C._exchange_device(self.idx)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.idx != -1:
+            _C._exchange_device(self.prev_idx)
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor `obj` current (no-op for other devices)."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.device.type == "foo" else -1)
+
+
+class DeviceProperties(NamedTuple):
+    name: str
+    total_memory: int
+    multi_processor_count: int
+    major: int
+    minor: int
+
+
+def get_device_properties(device: Any = None) -> DeviceProperties:
+    """Name, memory capacity in bytes, compute units and capability of a device."""
+    return DeviceProperties(**_C._device_properties(_get_device_index(device, optional=True)))
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    props = get_device_properties(device)
+    return props.major, props.minor

@@ -1,0 +1,194 @@
+"""Render, build and test projects from this template; keep example_generated/ in sync.
+
+    python scripts/project.py render NAME [DEST]      render the template for backend NAME
+    python scripts/project.py build-test NAME|DIR     render (if NAME), build in its own venv, run its tests
+    python scripts/project.py example [--check]       regenerate example_generated/ (or check it is current)
+    python scripts/project.py demo                    render foo, build it, and run a tensor on the device
+
+The Makefile, CI and tests/ all go through these functions, so there is one way to do each task.
+Each built project gets its own virtual environment layered over the current one (a .pth file
+points at this interpreter's site-packages, so torch is shared and not reinstalled): two backends
+installed in one environment would both try to claim PrivateUse1 on `import torch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "example_generated"
+WORK = ROOT / ".work"
+EXAMPLE_DATA = {"backend_name": "foo"}
+# Files a build or test run leaves in a project; never part of a render.
+BUILD_ARTIFACTS = {".venv", "build", "__pycache__", ".pytest_cache", ".ruff_cache"}
+BUILD_SUFFIXES = (".so", ".egg-info", ".pyc")
+
+
+def render(dest: Path, data: dict | None = None, overwrite: bool = False) -> Path:
+    """Renders the working tree of the template (uncommitted changes included) into dest."""
+    import warnings
+
+    from copier import run_copy
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Dirty template changes included automatically")
+        run_copy(
+            str(ROOT),
+            str(dest),
+            data=dict(data or {}),
+            defaults=True,
+            overwrite=overwrite,
+            unsafe=True,
+            quiet=True,
+            vcs_ref="HEAD",
+        )
+    return dest
+
+
+def normalise_answers(project: Path) -> None:
+    """Makes the answers file of a render reproducible: the example points at the template one
+    directory up (so `copier update` works from it) and records no commit."""
+    answers = project / ".copier-answers.yml"
+    lines = []
+    for line in answers.read_text().splitlines():
+        if line.startswith("_commit:"):
+            continue
+        if line.startswith("_src_path:"):
+            line = "_src_path: .."
+        lines.append(line)
+    answers.write_text("\n".join(lines) + "\n")
+
+
+def is_artifact(path: Path) -> bool:
+    return any(part in BUILD_ARTIFACTS or part.endswith(BUILD_SUFFIXES) for part in path.parts)
+
+
+def tree(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*") if p.is_file() and not is_artifact(p.relative_to(root))}
+
+
+def example_differences() -> list[str]:
+    """Paths where example_generated/ differs from a fresh render (empty when in sync)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = render(Path(tmp) / "foo", EXAMPLE_DATA)
+        normalise_answers(fresh)
+        ours, theirs = tree(fresh), tree(EXAMPLE) if EXAMPLE.exists() else set()
+        diffs = [f"only in a fresh render: {p}" for p in sorted(ours - theirs)]
+        diffs += [f"only in example_generated: {p}" for p in sorted(theirs - ours)]
+        diffs += [f"differs: {p}" for p in sorted(ours & theirs) if not filecmp.cmp(fresh / p, EXAMPLE / p, shallow=False)]
+        return diffs
+
+
+def regenerate_example() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = render(Path(tmp) / "foo", EXAMPLE_DATA)
+        normalise_answers(fresh)
+        if EXAMPLE.exists():
+            for path in sorted(tree(EXAMPLE), reverse=True):
+                (EXAMPLE / path).unlink()
+        for path in tree(fresh):
+            target = EXAMPLE / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(fresh / path, target)
+        for directory in sorted((p for p in EXAMPLE.rglob("*") if p.is_dir()), reverse=True):
+            if not any(directory.iterdir()):
+                directory.rmdir()
+
+
+def make_env(project: Path) -> Path:
+    """A virtual environment for one project that sees this interpreter's packages (torch, pytest)."""
+    env = project / ".venv"
+    python = env / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+        parent = sysconfig.get_paths()["purelib"]
+        Path(purelib, "_parent_environment.pth").write_text(parent + "\n")
+    return python
+
+
+def build(project: Path, jobs: int | None = None) -> Path:
+    """Builds and installs the project (editable) into its own environment; returns its python."""
+    python = make_env(project)
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    if jobs:
+        env["MAX_JOBS"] = str(jobs)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "-e", str(project)],
+        check=True, env=env,
+    )
+    return python
+
+
+def run_tests(project: Path, *pytest_args: str) -> int:
+    python = make_env(project)
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    return subprocess.run([str(python), "-m", "pytest", "-q", *pytest_args], cwd=project, env=env).returncode
+
+
+def resolve(name_or_dir: str) -> Path:
+    """A project directory: an existing directory, or a fresh render of NAME under .work/."""
+    path = Path(name_or_dir)
+    if path.is_dir():
+        return path.resolve()
+    dest = WORK / name_or_dir
+    if dest.exists():
+        shutil.rmtree(dest)
+    return render(dest, {"backend_name": name_or_dir})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("render", help="render the template for a backend name")
+    p.add_argument("name")
+    p.add_argument("dest", nargs="?")
+    p = sub.add_parser("build-test", help="render, build and test a backend")
+    p.add_argument("project", help="backend name (rendered under .work/) or project directory")
+    p.add_argument("pytest_args", nargs="*")
+    p = sub.add_parser("example", help="regenerate example_generated/")
+    p.add_argument("--check", action="store_true", help="only report differences")
+    sub.add_parser("demo", help="render, build and run the default backend")
+    args = parser.parse_args()
+
+    if args.command == "render":
+        dest = Path(args.dest) if args.dest else WORK / args.name
+        print(render(dest, {"backend_name": args.name}))
+    elif args.command == "build-test":
+        project = resolve(args.project)
+        build(project)
+        return run_tests(project, *args.pytest_args)
+    elif args.command == "example":
+        if args.check:
+            diffs = example_differences()
+            print("\n".join(diffs) or "example_generated/ is up to date")
+            return 1 if diffs else 0
+        regenerate_example()
+        print(f"regenerated {EXAMPLE.relative_to(ROOT)}")
+    elif args.command == "demo":
+        project = resolve("foo")
+        python = build(project)
+        code = (
+            "import torch\n"
+            "x = torch.ones(2, device='foo') + 1\n"
+            "print(x)\n"
+            "print('devices:', torch.foo.device_count(), '| accelerator:', torch.accelerator.current_accelerator())\n"
+            "model = torch.nn.Linear(4, 2).to('foo')\n"
+            "print('model output on', model(torch.randn(3, 4, device='foo')).device)\n"
+        )
+        subprocess.run([str(python), "-c", code], check=True)
+        print(f"\nThe project is in {project}; its tests: cd {project} && .venv/bin/python -m pytest")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Rendering: several names, every file rendered, names derived consistently, Python that compiles."""
+
+import py_compile
+import re
+
+import pytest
+import yaml
+
+NAMES = ["foo", "npu", "my_accel", "tpu_v"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_render_leaves_nothing_unrendered(render, name):
+    project = render(name)
+    files = [p for p in project.rglob("*") if p.is_file()]
+    assert not [p for p in files if p.suffix == ".jinja"]
+    for path in files:
+        text = path.read_text()
+        assert not re.search(r"\{\{|\{%|\{#", text), f"unrendered Jinja in {path.relative_to(project)}"
+        assert "{{" not in str(path) and "package_name" not in str(path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_generated_python_compiles(render, name, tmp_path):
+    project = render(name)
+    for path in project.rglob("*.py"):
+        py_compile.compile(str(path), cfile=str(tmp_path / "compiled.pyc"), doraise=True)
+
+
+def test_names_are_derived_from_the_backend_name(render):
+    project = render("my_accel")
+    assert (project / "torch_my_accel" / "__init__.py").exists()
+    assert (project / "_torch_my_accel_autoload.py").exists()
+    pyproject = (project / "pyproject.toml").read_text()
+    assert 'name = "torch-my-accel"' in pyproject
+    assert 'my_accel = "_torch_my_accel_autoload:load"' in pyproject
+    runtime = (project / "csrc" / "runtime" / "runtime.h").read_text()
+    assert "myAccelError_t myAccelMalloc(void** devPtr, size_t size);" in runtime
+    assert "MY_ACCEL_DEVICE_COUNT" in runtime
+    assert "namespace torch_my_accel" in (project / "csrc" / "core" / "Device.h").read_text()
+    assert "MyAccelDeviceAllocator" in (project / "csrc" / "core" / "DeviceAllocator.cpp").read_text()
+    assert 'BACKEND_NAME = "my_accel"' in (project / "torch_my_accel" / "__init__.py").read_text()
+
+
+def test_answers_file_records_the_questions_only(render):
+    project = render("npu", author_name="Ada", device_count=4)
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert answers["backend_name"] == "npu"
+    assert answers["author_name"] == "Ada"
+    assert answers["device_count"] == 4
+    assert "_src_path" in answers
+    for computed in ("reserved", "package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix"):
+        assert computed not in answers
+    assert "int device_count = 4;" in (project / "csrc" / "runtime" / "runtime.cpp").read_text()
+
+
+@pytest.mark.parametrize("license_name", ["BSD-3-Clause", "Apache-2.0", "MIT", "Proprietary"])
+def test_license_choice(render, license_name):
+    project = render("npu", license=license_name)
+    pyproject = (project / "pyproject.toml").read_text()
+    expected = "LicenseRef-Proprietary" if license_name == "Proprietary" else license_name
+    assert f'license = "{expected}"' in pyproject

@@ -1,0 +1,74 @@
+"""Every kind of invalid backend name is rejected with a reason, and nothing is written."""
+
+import pytest
+from copier import run_copy
+
+from conftest import ROOT
+
+REJECTED = {
+    # name: words the message must contain
+    "": "empty",
+    "npu2": "not a valid device name",
+    "my-npu": "not a valid device name",
+    "my npu": "not a valid device name",
+    "Npu": "not a valid device name",
+    "_npu": "not a valid device name",
+    "npu_": "not a valid device name",
+    "my__npu": "not a valid device name",
+    "npu.x": "not a valid device name",
+    "a" * 33: "keep it to 32 or fewer",
+    "cuda": "device type torch already has",
+    "cpu": "device type torch already has",
+    "meta": "device type torch already has",
+    "privateuseone": "device type torch already has",
+    "vulkan": "device type torch already has",
+    "xla": "device type torch already has",
+    "class": "Python keyword",
+    "lambda": "Python keyword",
+    "match": "Python keyword",
+    "namespace": "C++ keyword",
+    "template": "C++ keyword",
+    "std": "namespace or macro prefix",
+    "c10": "not a valid device name",
+    "aten": "namespace or macro prefix",
+    "fft": "torch.fft already exists",
+    "linalg": "torch.linalg already exists",
+    "nn": "torch.nn already exists",
+    "accelerator": "torch.accelerator already exists",
+    "grad": "clashes with an existing attribute of Tensor",
+    "leaf": "clashes with an existing attribute of Tensor",
+    "cuda_graph": None,  # allowed: not used by torch
+}
+
+
+@pytest.mark.parametrize("name", [n for n, why in REJECTED.items() if why], ids=repr)
+def test_invalid_names_are_rejected_and_nothing_is_written(tmp_path, name):
+    dest = tmp_path / "out"
+    with pytest.raises(ValueError) as error:
+        run_copy(str(ROOT), str(dest), data={"backend_name": name}, defaults=True, unsafe=True, quiet=True,
+                 vcs_ref="HEAD")
+    assert REJECTED[name] in str(error.value)
+    assert not dest.exists() or not any(dest.iterdir())
+
+
+@pytest.mark.parametrize("name", ["foo", "npu", "my_accel", "tpu_v", "x", "a" * 32, "cuda_graph"])
+def test_valid_names_are_accepted(render, name):
+    assert (render(name) / f"torch_{name}" / "__init__.py").exists()
+
+
+@pytest.mark.parametrize(
+    "answers,message",
+    [
+        ({"author_email": "not-an-email"}, "is not an e-mail address"),
+        ({"version": "1.0"}, "is not a version"),
+        ({"device_count": 0}, "1 to 16 devices"),
+        ({"device_count": 17}, "1 to 16 devices"),
+        ({"license": "GPL"}, "license"),
+    ],
+)
+def test_other_answers_are_validated(tmp_path, answers, message):
+    dest = tmp_path / "out"
+    with pytest.raises(ValueError, match=message):
+        run_copy(str(ROOT), str(dest), data={"backend_name": "npu", **answers}, defaults=True, unsafe=True,
+                 quiet=True, vcs_ref="HEAD")
+    assert not dest.exists() or not any(dest.iterdir())
