@@ -8,10 +8,12 @@ device-to-host into preallocated buffers against a CPU-to-CPU copy of the same s
 1.0 means the device path moves data as fast as the CPU copy does.
 """
 
+from functools import partial
+
 import torch
+from common import compare, fmt_time, print_table
 
 import torch_foo  # noqa: F401
-from common import compare, fmt_time, print_table
 
 DEVICE = "foo"
 
@@ -27,7 +29,7 @@ def dispatch_costs() -> list[tuple[str, str, str, str]]:
     for name, op in cases.items():
         cx, cy = torch.randn(4), torch.randn(4)
         dx, dy = cx.to(DEVICE), cy.to(DEVICE)
-        cpu, dev, ratio = compare(lambda: op(cx, cy), lambda: op(dx, dy))
+        cpu, dev, ratio = compare(partial(op, cx, cy), partial(op, dx, dy))
         rows.append((name, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
     return rows
 
@@ -42,21 +44,30 @@ def copy_bandwidth() -> list[tuple[str, str, str, str]]:
         src_dev = src_cpu.to(DEVICE)
         label = f"{size >> 10} KiB" if size < (1 << 20) else f"{size >> 20} MiB"
         for direction, copy in (
-            ("host to device", lambda: dst_dev.copy_(src_cpu)),
-            ("device to host", lambda: dst_cpu.copy_(src_dev)),
+            ("host to device", partial(dst_dev.copy_, src_cpu)),
+            ("device to host", partial(dst_cpu.copy_, src_dev)),
         ):
-            cpu, dev, ratio = compare(lambda: dst_cpu.copy_(src_cpu), copy)
+            cpu, dev, ratio = compare(partial(dst_cpu.copy_, src_cpu), copy)
             gib = size / 2**30
-            rows.append((f"{direction}, {label}", f"{gib / cpu:6.1f} GiB/s", f"{gib / dev:6.1f} GiB/s", f"{1 / ratio:5.2f}"))
+            rows.append(
+                (f"{direction}, {label}", f"{gib / cpu:6.1f} GiB/s", f"{gib / dev:6.1f} GiB/s", f"{1 / ratio:5.2f}")
+            )
     return rows
 
 
 def main() -> None:
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {torch.foo.get_device_name()}")
-    print_table("Per-call cost (lower ratio is better; 1.00x = same as CPU)", dispatch_costs(),
-                ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"))
-    print_table("Copy bandwidth into preallocated buffers (ratio = device speed / CPU copy speed)", copy_bandwidth(),
-                ("copy", "cpu to cpu", DEVICE, "ratio"))
+    device_name = torch.foo.get_device_name()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {device_name}")
+    print_table(
+        "Per-call cost (lower ratio is better; 1.00x = same as CPU)",
+        dispatch_costs(),
+        ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"),
+    )
+    print_table(
+        "Copy bandwidth into preallocated buffers (ratio = device speed / CPU copy speed)",
+        copy_bandwidth(),
+        ("copy", "cpu to cpu", DEVICE, "ratio"),
+    )
 
 
 if __name__ == "__main__":

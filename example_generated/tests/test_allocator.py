@@ -37,8 +37,13 @@ def test_out_of_memory_is_a_python_exception():
         print("still working:", (torch.ones(4, device="foo") * 2).sum().item())
     """
     env = {"FOO_DEVICE_MEMORY": "4M", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                            env={**__import__("os").environ, **env}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, **env},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "OOM: foo out of memory. Tried to allocate 2.00 MiB on device foo:0" in result.stdout
     assert "total capacity of 4.00 MiB" in result.stdout

@@ -38,7 +38,7 @@ def test_small_model_forward_and_backward_match_cpu(device):
     loss.backward()
 
     assert_close(loss.cpu(), loss_cpu)
-    for (name, p_cpu), p in zip(model_cpu.named_parameters(), model.parameters()):
+    for (name, p_cpu), p in zip(model_cpu.named_parameters(), model.parameters(), strict=True):
         assert p.grad.device == device, name
         assert_close(p.grad.cpu(), p_cpu.grad, msg=name)
 
@@ -55,5 +55,5 @@ def test_optimizer_step_matches_cpu(device):
             o.zero_grad()
             torch.nn.functional.mse_loss(m(xs), ys).backward()
             o.step()
-    for p_cpu, p in zip(model_cpu.parameters(), model.parameters()):
+    for p_cpu, p in zip(model_cpu.parameters(), model.parameters(), strict=True):
         assert_close(p.detach().cpu(), p_cpu.detach())

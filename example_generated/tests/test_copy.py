@@ -12,9 +12,7 @@ def layouts(t: torch.Tensor) -> dict[str, torch.Tensor]:
         "contiguous": t,
         "transposed": t.t(),
         "sliced": t[::2, 1::2],
-        "channels_last": t.reshape(1, 1, *t.shape).expand(2, 3, *t.shape).contiguous(
-            memory_format=torch.channels_last
-        ),
+        "channels_last": t.reshape(1, 1, *t.shape).expand(2, 3, *t.shape).contiguous(memory_format=torch.channels_last),
         "expanded": t[:1].expand(5, -1),
     }
 

@@ -8,8 +8,6 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-import torch_foo
-
 BINARY = {
     "add": lambda a, b, **kw: torch.add(a, b, **kw),
     "add_alpha": lambda a, b, **kw: torch.add(a, b, alpha=2, **kw),
@@ -18,8 +16,19 @@ BINARY = {
     "mul": lambda a, b, **kw: torch.mul(a, b, **kw),
     "div": lambda a, b, **kw: torch.div(a, b, **kw),
 }
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-          torch.int16, torch.int8, torch.uint8, torch.complex64, torch.complex128]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.complex64,
+    torch.complex128,
+]
 
 
 # CPU computes reduced-precision arithmetic with or without fused multiply-add depending on the
@@ -64,8 +73,14 @@ def test_bool_arithmetic(device):
 
 @pytest.mark.parametrize(
     "lhs,rhs",
-    [(torch.int32, torch.float32), (torch.uint8, torch.int8), (torch.float16, torch.float64),
-     (torch.int64, torch.bool), (torch.bfloat16, torch.float16), (torch.float32, torch.complex64)],
+    [
+        (torch.int32, torch.float32),
+        (torch.uint8, torch.int8),
+        (torch.float16, torch.float64),
+        (torch.int64, torch.bool),
+        (torch.bfloat16, torch.float16),
+        (torch.float32, torch.complex64),
+    ],
     ids=str,
 )
 @pytest.mark.parametrize("op", ["add", "mul", "div", "sub"])
@@ -122,8 +137,19 @@ def test_dtypes_without_native_kernels_use_the_fallback(device):
 
 
 def test_fill_every_dtype(device):
-    for dtype in [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int64,
-                  torch.bool, torch.complex64, torch.complex128, torch.uint16, torch.float8_e4m3fn]:
+    for dtype in [
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int8,
+        torch.int64,
+        torch.bool,
+        torch.complex64,
+        torch.complex128,
+        torch.uint16,
+        torch.float8_e4m3fn,
+    ]:
         x = torch.empty(3, 4, dtype=dtype, device=device)
         value = True if dtype == torch.bool else 3
         x.fill_(value)
@@ -164,8 +190,9 @@ def test_fallback_ops_match_cpu(device, name):
 def run_fresh(code: str, **env: str) -> subprocess.CompletedProcess:
     """Runs code in a new interpreter: fallback records and environment are per process."""
     environment = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env}
-    return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True,
-                          check=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True, timeout=300
+    )
 
 
 def test_fallback_ops_are_recorded_and_native_ops_are_not():

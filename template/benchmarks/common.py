@@ -3,7 +3,7 @@ of two measurements interleaved in the same run, never an absolute threshold."""
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def time_per_call(fn: Callable[[], object], min_seconds: float = 0.02) -> float:
@@ -20,7 +20,9 @@ def time_per_call(fn: Callable[[], object], min_seconds: float = 0.02) -> float:
         calls *= 2 if elapsed == 0 else max(2, int(min_seconds / elapsed * 1.2))
 
 
-def compare(baseline: Callable[[], object], candidate: Callable[[], object], rounds: int = 9) -> tuple[float, float, float]:
+def compare(
+    baseline: Callable[[], object], candidate: Callable[[], object], rounds: int = 9
+) -> tuple[float, float, float]:
     """Median seconds per call of baseline and candidate, and the median of their per-round ratios
     (candidate / baseline). The two are timed back to back in each round, so a ratio compares
     measurements taken under the same machine load."""
@@ -28,7 +30,7 @@ def compare(baseline: Callable[[], object], candidate: Callable[[], object], rou
     for _ in range(rounds):
         a.append(time_per_call(baseline))
         b.append(time_per_call(candidate))
-    return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b))
+    return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b, strict=True))
 
 
 def fmt_time(seconds: float) -> str:
@@ -42,4 +44,6 @@ def print_table(title: str, rows: list[tuple[str, str, str, str]], headers: tupl
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(4)]
     print(f"\n{title}")
     for row in [headers, *rows]:
-        print("  " + "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)))
+        print(
+            "  " + "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
+        )

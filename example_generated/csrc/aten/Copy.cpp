@@ -72,9 +72,10 @@ void transfer(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
     FOO_CHECK(fooMemcpy(dst, src, count, kind));
     return;
   }
+  auto* to = static_cast<char*>(dst);
+  const auto* from = static_cast<const char*>(src);
   at::parallel_for(0, static_cast<int64_t>(count), kChunk, [&](int64_t begin, int64_t end) {
-    FOO_CHECK(fooMemcpy(
-        static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin, kind));
+    FOO_CHECK(fooMemcpy(to + begin, from + begin, end - begin, kind));
   });
 }
 

@@ -83,9 +83,9 @@ struct BinaryLoop {
       }
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        *reinterpret_cast<T*>(data[0] + i * strides[0]) = op(
-            *reinterpret_cast<const T*>(data[1] + i * strides[1]),
-            *reinterpret_cast<const T*>(data[2] + i * strides[2]));
+        *reinterpret_cast<T*>(data[0] + i * strides[0]) =
+            op(*reinterpret_cast<const T*>(data[1] + i * strides[1]),
+               *reinterpret_cast<const T*>(data[2] + i * strides[2]));
       }
     }
   }
@@ -130,10 +130,8 @@ bool native_dtype(c10::ScalarType t) {
     case c10::ScalarType::Float:
     case c10::ScalarType::Double:
     case c10::ScalarType::ComplexFloat:
-    case c10::ScalarType::ComplexDouble:
-      return true;
-    default:
-      return false;
+    case c10::ScalarType::ComplexDouble: return true;
+    default: return false;
   }
 }
 
@@ -150,8 +148,7 @@ c10::ScalarType result_dtype(Kind kind, const at::Tensor& a, const at::Tensor& b
 
 void check_alpha(c10::ScalarType dtype, const at::Scalar& alpha) {
   TORCH_CHECK(
-      !alpha.isBoolean() || dtype == c10::ScalarType::Bool,
-      "Boolean alpha only supported for Boolean results.");
+      !alpha.isBoolean() || dtype == c10::ScalarType::Bool, "Boolean alpha only supported for Boolean results.");
   TORCH_CHECK(
       c10::isFloatingType(dtype) || c10::isComplexType(dtype) || alpha.isIntegral(true),
       "For integral input tensors, argument alpha must not be a floating point number.");
@@ -173,8 +170,8 @@ void check_sub(const at::Tensor& a, const at::Tensor& b) {
 
 // Computes op(a, b) (times alpha for Add) into `out`, allocating it when undefined.
 // `inplace` means out is also an input and must not change shape.
-at::Tensor binary(Kind kind, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
-                  at::Tensor out, bool inplace) {
+at::Tensor binary(
+    Kind kind, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor out, bool inplace) {
   const c10::ScalarType dtype = result_dtype(kind, self, other);
   if (kind == Kind::Add) {
     check_alpha(dtype, alpha);
@@ -199,7 +196,10 @@ at::Tensor binary(Kind kind, const at::Tensor& self, const at::Tensor& other, co
   if (out.defined() && out.scalar_type() != dtype) {
     TORCH_CHECK(
         c10::canCast(dtype, out.scalar_type()),
-        "result type ", dtype, " can't be cast to the desired output type ", out.scalar_type());
+        "result type ",
+        dtype,
+        " can't be cast to the desired output type ",
+        out.scalar_type());
     result = at::Tensor(); // compute in `dtype`, then convert into out
   }
   at::TensorIteratorConfig config;
@@ -228,11 +228,10 @@ at::Tensor binary(Kind kind, const at::Tensor& self, const at::Tensor& other, co
     }
     switch (kind) {
       case Kind::Add:
-        launch_elementwise(std::move(args), BinaryLoop<scalar_t, AddOp<scalar_t>>{AddOp<scalar_t>{alpha.to<opmath_t>()}});
+        launch_elementwise(
+            std::move(args), BinaryLoop<scalar_t, AddOp<scalar_t>>{AddOp<scalar_t>{alpha.to<opmath_t>()}});
         break;
-      case Kind::Mul:
-        launch_elementwise(std::move(args), BinaryLoop<scalar_t, MulOp<scalar_t>>{});
-        break;
+      case Kind::Mul: launch_elementwise(std::move(args), BinaryLoop<scalar_t, MulOp<scalar_t>>{}); break;
       case Kind::Div:
         if constexpr (std::is_integral_v<scalar_t>) {
           TORCH_INTERNAL_ASSERT(false, "division of integers is promoted to floating point");
@@ -253,7 +252,10 @@ at::Tensor binary(Kind kind, const at::Tensor& self, const at::Tensor& other, co
   if (inplace) {
     TORCH_CHECK(
         out.sizes() == computed.sizes(),
-        "output with shape ", out.sizes(), " doesn't match the broadcast shape ", computed.sizes());
+        "output with shape ",
+        out.sizes(),
+        " doesn't match the broadcast shape ",
+        computed.sizes());
   } else if (out.sizes() != computed.sizes()) {
     out.resize_(computed.sizes());
   }
@@ -413,7 +415,9 @@ at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
 at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(
       value.dim() == 0,
-      "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(), " dimensions.");
+      "fill_ only supports 0-dimension value tensor but got tensor with ",
+      value.dim(),
+      " dimensions.");
   return fill_(self, value.item());
 }
 

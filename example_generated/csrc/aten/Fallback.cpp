@@ -46,11 +46,9 @@ void route_structured_ops_to_fallback() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Leaked on purpose: the registrations must outlive static destruction.
-    auto* library = new torch::Library(
-        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     auto& dispatcher = c10::Dispatcher::singleton();
-    const auto names =
-        dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+    const auto names = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
     for (const auto& name : names) {
       const auto op = dispatcher.findOp(name);
       if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {

@@ -46,31 +46,21 @@ void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size, at::OptionalIntAr
 }
 
 const at::Tensor& resize_(
-    const at::Tensor& self,
-    c10::IntArrayRef size,
-    std::optional<c10::MemoryFormat> memory_format) {
+    const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
   resize_impl(impl, size, std::nullopt);
   if (memory_format) {
-    TORCH_CHECK(
-        *memory_format != c10::MemoryFormat::Preserve,
-        "Unsupported memory format ",
-        *memory_format);
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format ", *memory_format);
     impl->empty_tensor_restride(*memory_format);
   }
   return self;
 }
 
 at::Tensor& set_storage_offset_(
-    at::Tensor& self,
-    c10::Storage source,
-    int64_t storage_offset,
-    c10::IntArrayRef size,
-    c10::IntArrayRef stride) {
+    at::Tensor& self, c10::Storage source, int64_t storage_offset, c10::IntArrayRef size, c10::IntArrayRef stride) {
   at::native::checkSetStorage(self, source, storage_offset, size, stride);
   self.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
-  const at::OptionalIntArrayRef stride_opt =
-      stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
+  const at::OptionalIntArrayRef stride_opt = stride.data() != nullptr ? at::OptionalIntArrayRef(stride) : std::nullopt;
   resize_impl(self.unsafeGetTensorImpl(), size, stride_opt);
   return self;
 }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <string>
 #include <mutex>
+#include <string>
 
 #include <c10/core/DeviceGuard.h>
 
@@ -79,8 +79,16 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     check_device_index(device);
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceStats& s = stats_[device];
-    for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                        &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (auto* array :
+         {&s.allocation,
+          &s.segment,
+          &s.active,
+          &s.inactive_split,
+          &s.allocated_bytes,
+          &s.reserved_bytes,
+          &s.active_bytes,
+          &s.inactive_split_bytes,
+          &s.requested_bytes}) {
       for (auto& stat : *array) {
         stat.reset_accumulated();
       }
@@ -93,8 +101,16 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     check_device_index(device);
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceStats& s = stats_[device];
-    for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                        &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (auto* array :
+         {&s.allocation,
+          &s.segment,
+          &s.active,
+          &s.inactive_split,
+          &s.allocated_bytes,
+          &s.reserved_bytes,
+          &s.active_bytes,
+          &s.inactive_split_bytes,
+          &s.requested_bytes}) {
       for (auto& stat : *array) {
         stat.reset_peak();
       }
@@ -206,7 +222,8 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t size_bytes) {
   c10::DataPtr data = allocator->allocate(size_bytes);
   const size_t keep = std::min(storage->nbytes(), size_bytes);
   if (storage->data() != nullptr && keep > 0) {
-    FOO_CHECK(fooMemcpyAsync(data.get(), storage->data(), keep, fooMemcpyDeviceToDevice, current_stream()));
+    const auto kind = fooMemcpyDeviceToDevice;
+    FOO_CHECK(fooMemcpyAsync(data.get(), storage->data(), keep, kind, current_stream()));
   }
   storage->set_data_ptr_noswap(std::move(data));
   storage->set_nbytes(size_bytes);

@@ -9,11 +9,8 @@
 
 #include "../runtime/runtime.h"
 
-#define FOO_CHECK(EXPR)                                                          \
-  do {                                                                               \
-    const fooError_t foo_check_error_ = (EXPR);                                      \
-    TORCH_CHECK(                                                                     \
-        foo_check_error_ == fooSuccess,                                             \
-        "foo runtime error: ",                                                      \
-        fooGetErrorString(foo_check_error_));                                       \
+#define FOO_CHECK(EXPR) \
+  do { \
+    const auto check_error_ = (EXPR); \
+    TORCH_CHECK(check_error_ == fooSuccess, "foo runtime error: ", fooGetErrorString(check_error_)); \
   } while (0)

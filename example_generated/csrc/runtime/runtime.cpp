@@ -38,9 +38,21 @@ bool parse_bytes(const char* text, size_t* out) {
   unsigned shift = 0;
   switch (*end) {
     case '\0': break;
-    case 'K': case 'k': shift = 10; ++end; break;
-    case 'M': case 'm': shift = 20; ++end; break;
-    case 'G': case 'g': shift = 30; ++end; break;
+    case 'K':
+    case 'k':
+      shift = 10;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      ++end;
+      break;
     default: return false;
   }
   if (*end == 'B' || *end == 'b') {
@@ -329,16 +341,15 @@ fooError_t fooMemcpy(void* dst, const void* src, size_t count, fooMemcpyKind kin
   return fooSuccess;
 }
 
-fooError_t fooMemcpyAsync(void* dst, const void* src, size_t count, fooMemcpyKind kind,
-                            fooStream_t stream) {
-  if (const auto err = check_stream(stream); err != fooSuccess) {
+fooError_t fooMemcpyAsync(void* dst, const void* src, size_t n, fooMemcpyKind kind, fooStream_t s) {
+  if (const auto err = check_stream(s); err != fooSuccess) {
     return err;
   }
-  if (const auto err = check_copy(dst, src, count, kind); err != fooSuccess) {
+  if (const auto err = check_copy(dst, src, n, kind); err != fooSuccess) {
     return err;
   }
-  if (count > 0) {
-    std::memcpy(dst, src, count); // the default stream runs work in order, right away
+  if (n > 0) {
+    std::memcpy(dst, src, n); // the default stream runs work in order, right away
   }
   return fooSuccess;
 }

@@ -25,13 +25,13 @@ extern "C" {
 
 typedef enum fooError {
   fooSuccess = 0,
-  fooErrorInvalidValue = 1,         // a null pointer, bad size or bad enum value
-  fooErrorInvalidDevice = 2,        // device index outside [0, device count)
-  fooErrorMemoryAllocation = 3,     // the device is out of memory
+  fooErrorInvalidValue = 1, // a null pointer, bad size or bad enum value
+  fooErrorInvalidDevice = 2, // device index outside [0, device count)
+  fooErrorMemoryAllocation = 3, // the device is out of memory
   fooErrorInvalidDevicePointer = 4, // not (inside) a live device allocation
   fooErrorInvalidResourceHandle = 5, // unknown stream or event
-  fooErrorNotReady = 6,             // queried work has not finished yet
-  fooErrorNoDevice = 7,             // the runtime exposes no devices
+  fooErrorNotReady = 6, // queried work has not finished yet
+  fooErrorNoDevice = 7, // the runtime exposes no devices
 } fooError_t;
 
 typedef enum fooMemcpyKind {
@@ -49,16 +49,16 @@ typedef struct fooStream_st* fooStream_t;
 typedef void (*fooKernel_t)(void* args);
 
 typedef struct fooPointerAttributes {
-  int device;    // owning device, or -1 for host memory
-  void* base;    // start of the allocation that contains the pointer (NULL for host memory)
-  size_t size;   // size of that allocation in bytes (0 for host memory)
+  int device; // owning device, or -1 for host memory
+  void* base; // start of the allocation that contains the pointer (NULL for host memory)
+  size_t size; // size of that allocation in bytes (0 for host memory)
 } fooPointerAttributes;
 
 typedef struct fooDeviceProp {
   char name[64];
-  size_t totalGlobalMem;     // capacity in bytes
-  int multiProcessorCount;   // compute units
-  int major;                 // capability, reported through torch.accelerator.get_device_capability
+  size_t totalGlobalMem; // capacity in bytes
+  int multiProcessorCount; // compute units
+  int major; // capability, reported through torch.accelerator.get_device_capability
   int minor;
 } fooDeviceProp;
 
@@ -87,8 +87,7 @@ fooError_t fooPointerGetAttributes(fooPointerAttributes* attributes, const void*
 // stream (synchronise the stream first if queued work may still use the memory). Several host
 // threads may call it at once on disjoint ranges, which is how large transfers use all cores.
 fooError_t fooMemcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind);
-fooError_t fooMemcpyAsync(void* dst, const void* src, size_t count, fooMemcpyKind kind,
-                            fooStream_t stream);
+fooError_t fooMemcpyAsync(void* dst, const void* src, size_t n, fooMemcpyKind kind, fooStream_t stream);
 fooError_t fooMemsetAsync(void* devPtr, int value, size_t count, fooStream_t stream);
 
 // Execution.
