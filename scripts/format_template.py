@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,16 @@ UNRENDER_CPP = [
 ]
 UNRENDER_PY = [("torch_zq_xv", "{{ package_name }}"), *UNRENDER_CPP[1:]]
 CPP_SUFFIXES = (".cpp", ".h")
+
+
+def tool(name: str) -> str:
+    """Path of a formatter, preferring the one installed next to this interpreter (the venv's bin/,
+    which is not on PATH when the venv is used without activating it)."""
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    found = shutil.which(name, path=search)
+    if found is None:
+        raise SystemExit(f"{name} is not installed: pip install -r requirements-dev.txt")
+    return found
 
 
 def template_source(rendered: Path, root: Path) -> Path | None:
@@ -79,9 +90,9 @@ def merge(source: Path, before: list[str], after: list[str], table: list[tuple[s
 def format_render(root: Path) -> None:
     cpp = [str(p) for p in root.rglob("*") if p.suffix in CPP_SUFFIXES]
     if cpp:
-        subprocess.run(["clang-format", "-i", f"--style=file:{root / '.clang-format'}", *cpp], check=True)
-    subprocess.run(["ruff", "format", "--quiet", "."], cwd=root, check=True)
-    subprocess.run(["ruff", "check", "--quiet", "--fix-only", "--exit-zero", "."], cwd=root, check=True)
+        subprocess.run([tool("clang-format"), "-i", f"--style=file:{root / '.clang-format'}", *cpp], check=True)
+    subprocess.run([tool("ruff"), "format", "--quiet", "."], cwd=root, check=True)
+    subprocess.run([tool("ruff"), "check", "--quiet", "--fix-only", "--exit-zero", "."], cwd=root, check=True)
 
 
 CHECK_NAMES = ["foo", "my_accel"]
@@ -91,10 +102,10 @@ def unformatted(root: Path) -> list[str]:
     """Formatter complaints about a render: empty when clang-format and ruff would change nothing."""
     problems = []
     cpp = [str(p) for p in root.rglob("*") if p.suffix in CPP_SUFFIXES]
-    result = subprocess.run(["clang-format", "--dry-run", f"--style=file:{root / '.clang-format'}", *cpp],
+    result = subprocess.run([tool("clang-format"), "--dry-run", f"--style=file:{root / '.clang-format'}", *cpp],
                             capture_output=True, text=True)
     problems += [line for line in result.stderr.splitlines() if "warning:" in line or "error:" in line]
-    for command in (["ruff", "format", "--check", "."], ["ruff", "check", "--output-format", "concise", "."]):
+    for command in ([tool("ruff"), "format", "--check", "."], [tool("ruff"), "check", "--output-format", "concise", "."]):
         result = subprocess.run(command, cwd=root, capture_output=True, text=True)
         if result.returncode != 0:
             problems += [line for line in result.stdout.splitlines() if line and not line.startswith("Found")]
