@@ -1,9 +1,9 @@
 """Every kind of invalid backend name is rejected with a reason, and nothing is written."""
 
 import pytest
+from copier import run_copy
 
 from conftest import ROOT
-from copier import run_copy
 
 REJECTED = {
     # name: words the message must contain
