@@ -114,6 +114,8 @@ def build_docs(site_dir: Path) -> subprocess.CompletedProcess:
         cwd=ROOT,
         capture_output=True,
         text=True,
+        # mkdocs-material prints a banner about its successor on every build; keep logs to findings.
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "NO_COLOR": "1"},
     )
 
 
