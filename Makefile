@@ -18,6 +18,8 @@ DATA ?=
 DATA_ARGS := $(foreach item,$(DATA),--data $(item))
 VENV := .venv
 BIN := $(VENV)/bin
+# Tools the tasks call (ruff, clang-format, actionlint, mkdocs) come from the same environment.
+export PATH := $(abspath $(BIN)):$(PATH)
 STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | tr -c 'A-Za-z0-9.\n' '_')
 
 .PHONY: demo test test-fast render build-test example example-check lint docs docs-serve variants reserved-names clean

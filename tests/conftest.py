@@ -1,13 +1,18 @@
 """Tests of the template itself: rendering, validation, the checked-in example, and building and
 testing rendered projects (the `slow` ones)."""
 
+import os
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+# Tools installed next to this interpreter (ruff, clang-format, actionlint, mkdocs, ...) are found
+# also when the environment is not activated (make runs .venv/bin/python directly).
+os.environ["PATH"] = sysconfig.get_path("scripts") + os.pathsep + os.environ.get("PATH", "")
 
 import checks  # noqa: E402
 import format_template  # noqa: E402,F401
