@@ -173,3 +173,19 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
     assert (project / ".github" / "workflows" / "ci.yml").exists()
     assert "`benchmarks/`" in (project / "README.md").read_text()
     assert_nothing_in_conflict(project)
+
+
+def test_overlapping_edits_of_a_moved_file_are_marked_as_conflicts(template_repo, tmp_path, capfd):
+    project = generate(template_repo, tmp_path / "project", "v0.1.0")
+    # The user edits the first line, where v0.2.0 also adds a line: both changed the same place.
+    ops = project / "tests" / "test_ops.py"
+    ops.write_text("# Our kernels' tests.\n" + ops.read_text())
+    commit_all(project, "Our header")
+
+    update(project, "v0.2.0")
+
+    moved = (project / "tests" / "test_elementwise.py").read_text()
+    assert "<<<<<<< new template" in moved and ">>>>>>> your edits" in moved
+    assert "# Our kernels' tests." in moved and "# Elementwise kernels against the CPU" in moved
+    assert "1 conflict(s) marked in tests/test_elementwise.py" in capfd.readouterr().err
+    assert not (project / "tests" / "test_ops.py").exists()
