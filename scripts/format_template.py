@@ -102,10 +102,16 @@ def unformatted(root: Path) -> list[str]:
     """Formatter complaints about a render: empty when clang-format and ruff would change nothing."""
     problems = []
     cpp = [str(p) for p in root.rglob("*") if p.suffix in CPP_SUFFIXES]
-    result = subprocess.run([tool("clang-format"), "--dry-run", f"--style=file:{root / '.clang-format'}", *cpp],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [tool("clang-format"), "--dry-run", f"--style=file:{root / '.clang-format'}", *cpp],
+        capture_output=True,
+        text=True,
+    )
     problems += [line for line in result.stderr.splitlines() if "warning:" in line or "error:" in line]
-    for command in ([tool("ruff"), "format", "--check", "."], [tool("ruff"), "check", "--output-format", "concise", "."]):
+    for command in (
+        [tool("ruff"), "format", "--check", "."],
+        [tool("ruff"), "check", "--output-format", "concise", "."],
+    ):
         result = subprocess.run(command, cwd=root, capture_output=True, text=True)
         if result.returncode != 0:
             problems += [line for line in result.stdout.splitlines() if line and not line.startswith("Found")]

@@ -2,6 +2,7 @@
 
     python scripts/project.py render NAME [DEST]      render the template for backend NAME
     python scripts/project.py build-test NAME|DIR     render (if NAME), build in its own venv, run its tests
+        (both take --data KEY=VALUE for other answers, e.g. --data benchmarks=false --data ci=none)
     python scripts/project.py example [--check]       regenerate example_generated/ (or check it is current)
     python scripts/project.py demo                    render foo, build it, and run a tensor on the device
 
@@ -83,7 +84,9 @@ def example_differences() -> list[str]:
         ours, theirs = tree(fresh), tree(EXAMPLE) if EXAMPLE.exists() else set()
         diffs = [f"only in a fresh render: {p}" for p in sorted(ours - theirs)]
         diffs += [f"only in example_generated: {p}" for p in sorted(theirs - ours)]
-        diffs += [f"differs: {p}" for p in sorted(ours & theirs) if not filecmp.cmp(fresh / p, EXAMPLE / p, shallow=False)]
+        diffs += [
+            f"differs: {p}" for p in sorted(ours & theirs) if not filecmp.cmp(fresh / p, EXAMPLE / p, shallow=False)
+        ]
         return diffs
 
 
@@ -109,8 +112,12 @@ def make_env(project: Path) -> Path:
     python = env / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
-        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 check=True, capture_output=True, text=True).stdout.strip()
+        purelib = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         parent = sysconfig.get_paths()["purelib"]
         Path(purelib, "_parent_environment.pth").write_text(parent + "\n")
     return python
@@ -124,7 +131,8 @@ def build(project: Path, jobs: int | None = None) -> Path:
         env["MAX_JOBS"] = str(jobs)
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "-e", str(project)],
-        check=True, env=env,
+        check=True,
+        env=env,
     )
     return python
 
@@ -135,7 +143,7 @@ def run_tests(project: Path, *pytest_args: str) -> int:
     return subprocess.run([str(python), "-m", "pytest", "-q", *pytest_args], cwd=project, env=env).returncode
 
 
-def resolve(name_or_dir: str) -> Path:
+def resolve(name_or_dir: str, answers: dict | None = None) -> Path:
     """A project directory: an existing directory, or a fresh render of NAME under .work/."""
     path = Path(name_or_dir)
     if path.is_dir():
@@ -143,7 +151,21 @@ def resolve(name_or_dir: str) -> Path:
     dest = WORK / name_or_dir
     if dest.exists():
         shutil.rmtree(dest)
-    return render(dest, {"backend_name": name_or_dir})
+    return render(dest, {"backend_name": name_or_dir, **(answers or {})})
+
+
+def parse_data(items: list[str]) -> dict:
+    """--data KEY=VALUE answers; values are YAML (false, 3, none -> the string "none")."""
+    import yaml
+
+    answers = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--data expects KEY=VALUE, got {item!r}")
+        parsed = yaml.safe_load(value)
+        answers[key] = value if parsed is None else parsed
+    return answers
 
 
 def main() -> int:
@@ -152,9 +174,11 @@ def main() -> int:
     p = sub.add_parser("render", help="render the template for a backend name")
     p.add_argument("name")
     p.add_argument("dest", nargs="?")
+    p.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help="another answer")
     p = sub.add_parser("build-test", help="render, build and test a backend")
     p.add_argument("project", help="backend name (rendered under .work/) or project directory")
     p.add_argument("pytest_args", nargs="*")
+    p.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help="another answer")
     p = sub.add_parser("example", help="regenerate example_generated/")
     p.add_argument("--check", action="store_true", help="only report differences")
     sub.add_parser("demo", help="render, build and run the default backend")
@@ -162,9 +186,9 @@ def main() -> int:
 
     if args.command == "render":
         dest = Path(args.dest) if args.dest else WORK / args.name
-        print(render(dest, {"backend_name": args.name}))
+        print(render(dest, {"backend_name": args.name, **parse_data(args.data)}))
     elif args.command == "build-test":
-        project = resolve(args.project)
+        project = resolve(args.project, parse_data(args.data))
         build(project)
         return run_tests(project, *args.pytest_args)
     elif args.command == "example":

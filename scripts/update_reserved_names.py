@@ -48,8 +48,14 @@ def collect() -> dict[str, list[str]]:
     device_types |= {"privateuseone", "privateuse1"}
 
     generated = set()
-    for cls in (torch.Tensor, torch.nn.Module, rnn.PackedSequence, torch.storage._StorageBase,
-                torch.TypedStorage, torch.UntypedStorage):
+    for cls in (
+        torch.Tensor,
+        torch.nn.Module,
+        rnn.PackedSequence,
+        torch.storage._StorageBase,
+        torch.TypedStorage,
+        torch.UntypedStorage,
+    ):
         for attr in dir(cls):
             if attr.startswith("is_") and len(attr) > 3:
                 generated.add(attr[3:])  # Tensor.is_<name> would collide

@@ -10,19 +10,16 @@ import pytest
 import project
 
 
-def build_and_test(path):
-    project.build(path, jobs=2)
-    assert project.run_tests(path) == 0, f"the test suite of {path.name} failed"
-
-
 @pytest.mark.slow
-def test_checked_in_example_builds_and_passes(tmp_path):
+def test_checked_in_example_builds_and_passes(tmp_path, builds):
     copy = tmp_path / "foo"
     shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
-    build_and_test(copy)
+    passed, _ = builds.build_and_test(copy, "example_generated")
+    assert passed, "the test suite of example_generated failed"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,answers", [("npu", {}), ("my_accel", {"device_count": 3})])
-def test_other_names_build_and_pass(render, name, answers):
-    build_and_test(render(name, **answers))
+def test_other_names_build_and_pass(render, builds, name, answers):
+    passed, _ = builds.build_and_test(render(name, **answers), name)
+    assert passed, f"the test suite of {name} failed"

@@ -45,8 +45,9 @@ REJECTED = {
 def test_invalid_names_are_rejected_and_nothing_is_written(tmp_path, name):
     dest = tmp_path / "out"
     with pytest.raises(ValueError) as error:
-        run_copy(str(ROOT), str(dest), data={"backend_name": name}, defaults=True, unsafe=True, quiet=True,
-                 vcs_ref="HEAD")
+        run_copy(
+            str(ROOT), str(dest), data={"backend_name": name}, defaults=True, unsafe=True, quiet=True, vcs_ref="HEAD"
+        )
     assert REJECTED[name] in str(error.value)
     assert not dest.exists() or not any(dest.iterdir())
 
@@ -69,6 +70,13 @@ def test_valid_names_are_accepted(render, name):
 def test_other_answers_are_validated(tmp_path, answers, message):
     dest = tmp_path / "out"
     with pytest.raises(ValueError, match=message):
-        run_copy(str(ROOT), str(dest), data={"backend_name": "npu", **answers}, defaults=True, unsafe=True,
-                 quiet=True, vcs_ref="HEAD")
+        run_copy(
+            str(ROOT),
+            str(dest),
+            data={"backend_name": "npu", **answers},
+            defaults=True,
+            unsafe=True,
+            quiet=True,
+            vcs_ref="HEAD",
+        )
     assert not dest.exists() or not any(dest.iterdir())

@@ -1,0 +1,114 @@
+"""Migrations for `copier update`, run in the user's project by the `_migrations` of copier.yml.
+
+    python copier/migrate.py move OLD NEW
+
+`move`: the template moved the file OLD to NEW. Copier's update re-applies the user's changes as a
+diff against a render of the old template version, and that diff cannot follow a moved file: on its
+own, copier deletes OLD (user edits included) and writes NEW fresh. Run after the update (copier's
+default stage for migrations), this three-way merges the user's last committed OLD ("ours") into
+the new template's NEW ("theirs"), with the old template's render of OLD as the common base.
+Overlapping edits are left as conflict markers in NEW and reported, as copier does for other files.
+
+copier.yml entry (paths may use Jinja, e.g. "{{ package_name }}/old.py"):
+
+    _migrations:
+      - version: v0.3.0
+        command: ["{{ _copier_python }}", "{{ _copier_conf.src_path }}/copier/migrate.py", "move", "OLD", "NEW"]
+
+Copier runs it with the project as working directory and VERSION_FROM set to the version the
+project is updated from; the project is a git repository with a clean tree (copier checks that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ANSWERS_FILE = ".copier-answers.yml"
+
+
+def committed(path: str) -> bytes | None:
+    """The file as last committed in the project (before the update), or None."""
+    result = subprocess.run(["git", "show", f"HEAD:./{path}"], capture_output=True)
+    return result.stdout if result.returncode == 0 else None
+
+
+def render_old_version(destination: Path) -> Path:
+    """The old template version rendered with the project's previous answers."""
+    import warnings
+
+    import yaml
+    from copier import run_copy
+
+    answers = yaml.safe_load(committed(ANSWERS_FILE) or b"{}") or {}
+    source = answers.get("_src_path")
+    version = os.environ.get("VERSION_FROM") or answers.get("_commit")
+    if not source or not version:
+        raise SystemExit(f"migrate: {ANSWERS_FILE} records no _src_path/_commit; cannot find the old template")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_copy(
+            source,
+            destination,
+            data={k: v for k, v in answers.items() if not k.startswith("_")},
+            vcs_ref=version,
+            defaults=True,
+            overwrite=True,
+            unsafe=True,
+            quiet=True,
+            skip_tasks=True,
+        )
+    return destination
+
+
+def move(old: str, new: str) -> int:
+    ours = committed(old)
+    target = Path(new)
+    if ours is None or not target.exists():
+        # The project had no OLD (deleted by its user, or its feature is off) or gets no NEW.
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        base_path = render_old_version(Path(tmp) / "old") / old
+        if not base_path.exists():
+            print(f"migrate: {old} was not part of the old template; left as it is", file=sys.stderr)
+            return 0
+        base = base_path.read_bytes()
+        if ours == base:
+            print(f"migrate: {old} -> {new} (no local edits to carry over)")
+        else:
+            ours_path = Path(tmp) / "ours"
+            ours_path.write_bytes(ours)
+            result = subprocess.run(
+                ["git", "merge-file", "-L", "new template", "-L", "old template", "-L", "your edits", new]
+                + [str(base_path), str(ours_path)],
+            )
+            if result.returncode < 0 or result.returncode > 127:
+                raise SystemExit(f"migrate: git merge-file failed on {new}")
+            if result.returncode:
+                print(f"migrate: {old} -> {new}: {result.returncode} conflict(s) marked in {new}", file=sys.stderr)
+            else:
+                print(f"migrate: {old} -> {new}, your edits carried over")
+    old_path = Path(old)
+    if old_path.exists() and old_path.read_bytes() == ours:
+        old_path.unlink()  # copier normally removed it already
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("move", help="the template moved OLD to NEW: carry the user's edits over")
+    p.add_argument("old")
+    p.add_argument("new")
+    args = parser.parse_args()
+    if args.command == "move":
+        return move(args.old, args.new)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Checks of the template repository beyond rendering: lint, the generated CI workflow, the docs
+site, and the feature variants of copier.yml.
+
+    python scripts/checks.py lint         ruff on scripts/ and tests/, formatting of renders, actionlint
+    python scripts/checks.py docs [DIR]   build the documentation site in strict mode (into DIR, default site/)
+    python scripts/checks.py variants     list the feature variants the test suite builds, and which share a build
+
+The Makefile and tests/ call these functions, so `make lint` and the test suite check the same things.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import project  # noqa: E402
+
+ROOT = project.ROOT
+BIN = Path(sysconfig.get_path("scripts"))
+
+# Feature choices in copier.yml and the answer that turns each one off. The defaults in copier.yml
+# turn everything on (the example shows every feature). A new optional feature adds its question
+# to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
+FEATURES_OFF: dict[str, object] = {"benchmarks": False, "ci": "none"}
+
+# Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
+# the project's test suite reads. Two renders that agree on everything else compile the same code
+# and run the same tests, so one build and test run covers both (see build_inputs_digest).
+NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-config.yaml", "benchmarks")
+
+
+def tool(name: str) -> str:
+    """A command-line tool installed next to this interpreter (the .venv of make), else from PATH."""
+    path = BIN / name
+    return str(path) if path.exists() else name
+
+
+def variants() -> dict[str, dict[str, object]]:
+    """Answer sets covering each class of feature combination: everything (the defaults), the
+    minimal project (everything off) and each option off alone."""
+    result: dict[str, dict[str, object]] = {"everything": {}, "minimal": dict(FEATURES_OFF)}
+    for name, off in FEATURES_OFF.items():
+        result[f"{name} off"] = {name: off}
+    return result
+
+
+def build_inputs_digest(root: Path) -> str:
+    """A digest of every file of a project that the build or the test suite reads."""
+    digest = hashlib.sha256()
+    for path in sorted(project.tree(root)):
+        if path.parts[0] in NOT_BUILD_INPUTS:
+            continue
+        digest.update(str(path).encode() + b"\0" + (root / path).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def ruff_problems() -> list[str]:
+    """ruff check and ruff format --check on the template's own Python code (scripts/, tests/)."""
+    problems = []
+    for command in (["check", "--output-format", "concise", "."], ["format", "--check", "."]):
+        result = subprocess.run([tool("ruff"), *command], cwd=ROOT, capture_output=True, text=True)
+        if result.returncode != 0:
+            problems += [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    return problems
+
+
+def actionlint_problems(root: Path) -> list[str]:
+    """actionlint findings in a rendered project's GitHub workflows (shellcheck included when installed)."""
+    workflows = sorted((root / ".github" / "workflows").glob("*.y*ml"))
+    if not workflows:
+        return [f"{root.name}: no workflow under .github/workflows"]
+    result = subprocess.run(
+        [tool("actionlint"), "-oneline", "-no-color", *[str(w.relative_to(root)) for w in workflows]],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},  # finds shellcheck
+    )
+    if result.returncode != 0:
+        return [f"[{root.name}] {line}" for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    return []
+
+
+def workflow_problems() -> list[str]:
+    """actionlint on the workflow of every variant that has one."""
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, answers in variants().items():
+            if answers.get("ci", "github") != "github":
+                continue
+            root = project.render(Path(tmp) / label.replace(" ", "-"), {"backend_name": "foo", **answers})
+            problems += actionlint_problems(root)
+    return problems
+
+
+def lint() -> list[str]:
+    import format_template
+
+    return ruff_problems() + format_template.check_names(format_template.CHECK_NAMES) + workflow_problems()
+
+
+def build_docs(site_dir: Path) -> subprocess.CompletedProcess:
+    """mkdocs build --strict: any warning (broken link, page missing from the nav, ...) fails."""
+    return subprocess.run(
+        [tool("mkdocs"), "build", "--strict", "--site-dir", str(site_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        # mkdocs-material prints a banner about its successor on every build; keep logs to findings.
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "NO_COLOR": "1"},
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("lint", help="ruff, formatting of renders, actionlint on the generated workflow")
+    p = sub.add_parser("docs", help="build the documentation site in strict mode")
+    p.add_argument("site_dir", nargs="?", default=str(ROOT / "site"))
+    sub.add_parser("variants", help="list feature variants and which of them share a build")
+    args = parser.parse_args()
+
+    if args.command == "lint":
+        problems = lint()
+        print("\n".join(problems) or "lint: ruff, formatting of renders and actionlint found nothing")
+        return 1 if problems else 0
+    if args.command == "docs":
+        result = build_docs(Path(args.site_dir))
+        print(result.stdout + result.stderr, end="")
+        if result.returncode == 0:
+            print(f"documentation site built in {args.site_dir}")
+        return result.returncode
+    if args.command == "variants":
+        with tempfile.TemporaryDirectory() as tmp:
+            seen: dict[str, str] = {}
+            for label, answers in variants().items():
+                root = project.render(Path(tmp) / label.replace(" ", "-"), {"backend_name": "foo", **answers})
+                digest = build_inputs_digest(root)
+                shared = f"same build as {seen[digest]}" if digest in seen else "own build"
+                seen.setdefault(digest, label)
+                print(f"{label:20} {answers or '(defaults)'}  {shared}")
+                shutil.rmtree(root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""`copier update`: a project generated from an older release, then edited by its user, takes the
+current release: the user's edits survive, the template's changes arrive, a file the template moved
+keeps the user's edits through its migration (copier/migrate.py), and nothing is left in conflict.
+
+The test builds its own template repository from the working tree (release v0.1.0), then makes a
+release v0.2.0 on top of it the way a maintainer would: a new file, a changed line, and a moved file
+with its `_migrations` entry."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from copier import run_copy, run_update
+from plumbum import local
+
+from conftest import ROOT
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Template Tests",
+    "GIT_AUTHOR_EMAIL": "tests@example.com",
+    "GIT_COMMITTER_NAME": "Template Tests",
+    "GIT_COMMITTER_EMAIL": "tests@example.com",
+}
+NAME = "my_npu"
+USER_TEST = """
+
+def test_added_by_the_user():
+    assert (torch.ones(3, device="my_npu") * 2).sum().item() == 6
+"""
+USER_README = "\n## Our lab notes\n\nBuilt nightly on the lab machine.\n"
+MIGRATION = (
+    "_migrations:\n"
+    "  - version: v0.2.0\n"
+    '    command: ["{{ _copier_python }}", "{{ _copier_conf.src_path }}/copier/migrate.py",\n'
+    '              "move", "tests/test_ops.py", "tests/test_elementwise.py"]\n'
+)
+
+
+def git(cwd: Path, *args: str) -> str:
+    result = subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **IDENTITY}
+    )
+    return result.stdout
+
+
+def commit_all(cwd: Path, message: str) -> None:
+    git(cwd, "add", "-A")
+    git(cwd, "commit", "-q", "--no-gpg-sign", "--no-verify", "-m", message)
+
+
+def release(repo: Path, tag: str, message: str) -> None:
+    commit_all(repo, message)
+    git(repo, "tag", tag)
+
+
+@pytest.fixture
+def template_repo(tmp_path):
+    """A git repository of the template: the working tree as v0.1.0, and a v0.2.0 on top of it."""
+    repo = tmp_path / "template"
+    files = git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    for relative in files:
+        source = ROOT / relative
+        if relative and source.is_file() and not relative.startswith("example_generated/"):
+            (repo / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, repo / relative)
+    git(repo.parent, "init", "-q", "-b", "main", repo.name)
+    release(repo, "v0.1.0", "Release 0.1.0")
+
+    readme = repo / "template" / "README.md.jinja"
+    assert "## Build and test\n" in readme.read_text()
+    readme.write_text(readme.read_text().replace("## Build and test\n", "## Build and run the tests\n"))
+    (repo / "template" / "CONTRIBUTING.md").write_text("# Contributing\n\nRun `pre-commit install` first.\n")
+    git(repo, "mv", "template/tests/test_ops.py.jinja", "template/tests/test_elementwise.py.jinja")
+    moved = repo / "template" / "tests" / "test_elementwise.py.jinja"
+    moved.write_text("# Elementwise kernels against the CPU (tests/test_ops.py before 0.2.0).\n" + moved.read_text())
+    copier_yml = repo / "copier.yml"
+    assert "_migrations: []\n" in copier_yml.read_text(), "copier.yml must keep its _migrations list for this test"
+    copier_yml.write_text(copier_yml.read_text().replace("_migrations: []\n", MIGRATION))
+    release(repo, "v0.2.0", "Release 0.2.0: test_ops.py becomes test_elementwise.py")
+    return repo
+
+
+def generate(repo: Path, dest: Path, ref: str, **answers) -> Path:
+    data = {"backend_name": NAME, **answers}
+    run_copy(str(repo), dest, data=data, vcs_ref=ref, defaults=True, unsafe=True, quiet=True)
+    git(dest, "init", "-q", "-b", "main")
+    commit_all(dest, "Generated from the template")
+    return dest
+
+
+def update(project: Path, ref: str, **answers) -> None:
+    with local.env(**IDENTITY):
+        run_update(
+            project,
+            data=answers,
+            vcs_ref=ref,
+            defaults=True,
+            overwrite=True,
+            unsafe=True,
+            quiet=True,
+            skip_answered=True,
+        )
+
+
+def assert_nothing_in_conflict(project: Path) -> None:
+    status = git(project, "status", "--porcelain", "--ignored", "--untracked-files=all")
+    assert not [line for line in status.splitlines() if line[:2] in {"UU", "AA", "DU", "UD", "AU", "UA", "DD"}]
+    assert not list(project.rglob("*.rej")) and not list(project.rglob("*.orig"))
+    for path in project.rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            text = path.read_text(errors="replace")
+            assert "<<<<<<<" not in text and ">>>>>>>" not in text, f"conflict markers in {path}"
+
+
+def test_update_keeps_user_edits_and_brings_template_changes(template_repo, tmp_path):
+    project = generate(template_repo, tmp_path / "project", "v0.1.0")
+    assert yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"] == "v0.1.0"
+
+    # The user edits generated files the way people do: a section in the README, a test of their own.
+    with (project / "README.md").open("a") as readme:
+        readme.write(USER_README)
+    with (project / "tests" / "test_ops.py").open("a") as tests:
+        tests.write(USER_TEST)
+    commit_all(project, "Our changes")
+
+    update(project, "v0.2.0")
+
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert answers["_commit"] == "v0.2.0" and answers["backend_name"] == NAME
+    readme = (project / "README.md").read_text()
+    assert USER_README in readme, "the user's README section was lost"
+    assert "## Build and run the tests" in readme and "## Build and test\n" not in readme, "template change missing"
+    assert (project / "CONTRIBUTING.md").read_text().startswith("# Contributing"), "new template file missing"
+    # The moved file: gone from the old place, at the new place with the template's change and the user's test.
+    assert not (project / "tests" / "test_ops.py").exists()
+    moved = (project / "tests" / "test_elementwise.py").read_text()
+    assert moved.startswith("# Elementwise kernels against the CPU"), "the template's change to the moved file"
+    assert USER_TEST in moved, "the user's edit of the moved file was lost"
+    compile(moved, "test_elementwise.py", "exec")
+    assert_nothing_in_conflict(project)
+
+
+def test_update_moves_an_unedited_file(template_repo, tmp_path):
+    project = generate(template_repo, tmp_path / "project", "v0.1.0")
+    update(project, "v0.2.0")
+    assert not (project / "tests" / "test_ops.py").exists()
+    moved = (project / "tests" / "test_elementwise.py").read_text()
+    fresh = run_copy(
+        str(template_repo), tmp_path / "fresh", data={"backend_name": NAME}, vcs_ref="v0.2.0", defaults=True, quiet=True
+    )
+    assert moved == (Path(fresh.dst_path) / "tests" / "test_elementwise.py").read_text()
+    assert_nothing_in_conflict(project)
+
+
+def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
+    project = generate(template_repo, tmp_path / "project", "v0.2.0")
+    with (project / "README.md").open("a") as readme:
+        readme.write(USER_README)
+    commit_all(project, "Our changes")
+
+    update(project, "v0.2.0", benchmarks=False, ci="none")
+    assert not (project / "benchmarks").exists() and not (project / ".github").exists()
+    readme = (project / "README.md").read_text()
+    assert "`benchmarks/`" not in readme and USER_README in readme
+    assert_nothing_in_conflict(project)
+    commit_all(project, "No benchmarks, no CI")
+
+    update(project, "v0.2.0", benchmarks=True, ci="github")
+    assert (project / "benchmarks" / "bench_ops.py").exists()
+    assert (project / ".github" / "workflows" / "ci.yml").exists()
+    assert "`benchmarks/`" in (project / "README.md").read_text()
+    assert_nothing_in_conflict(project)
+
+
+def test_overlapping_edits_of_a_moved_file_are_marked_as_conflicts(template_repo, tmp_path, capfd):
+    project = generate(template_repo, tmp_path / "project", "v0.1.0")
+    # The user edits the first line, where v0.2.0 also adds a line: both changed the same place.
+    ops = project / "tests" / "test_ops.py"
+    ops.write_text("# Our kernels' tests.\n" + ops.read_text())
+    commit_all(project, "Our header")
+
+    update(project, "v0.2.0")
+
+    moved = (project / "tests" / "test_elementwise.py").read_text()
+    assert "<<<<<<< new template" in moved and ">>>>>>> your edits" in moved
+    assert "# Our kernels' tests." in moved and "# Elementwise kernels against the CPU" in moved
+    assert "1 conflict(s) marked in tests/test_elementwise.py" in capfd.readouterr().err
+    assert not (project / "tests" / "test_ops.py").exists()
