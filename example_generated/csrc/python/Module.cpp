@@ -73,6 +73,12 @@ void sleep_on_stream(int64_t microseconds) {
   launch([microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); });
 }
 
+// A kernel that fails with `message`: lets tests see how a device fault is reported (at the
+// next synchronisation with the stream).
+void launch_failing_kernel(const std::string& message) {
+  launch([message] { TORCH_CHECK(false, message); });
+}
+
 // Milliseconds between two torch.Event objects (torch.Event.elapsed_time accepts only the exact
 // type as its argument, not torch.foo.Event).
 double elapsed_time(py::handle start, py::handle end) {
@@ -147,6 +153,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_stream_priority", [](int64_t id, int64_t device) { return ns::stream_priority(ns::stream_of(id, device)); });
   m.def("_sleep", &ns::sleep_on_stream, py::call_guard<py::gil_scoped_release>());
   m.def("_elapsed_time", &ns::elapsed_time);
+  m.def("_launch_failing_kernel", &ns::launch_failing_kernel);
   // Memory (torch_foo/memory.py).
   m.def("_memory_stats", [](int64_t device) { return ns::memory_stats(ns::checked(device)); });
   m.def(
