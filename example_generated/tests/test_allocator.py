@@ -76,6 +76,7 @@ def test_record_stream_delays_reuse(device):
     x = torch.ones(MiB, device=device)  # allocated on the default stream
     address = x.data_ptr()
     side = torch.foo.Stream(device)
+    side.wait_stream(torch.foo.current_stream(device))
     with torch.foo.stream(side):
         torch.foo._sleep(SLEEP_US)
         y = x * 2  # x is read on the side stream, after the sleep

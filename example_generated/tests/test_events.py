@@ -62,6 +62,7 @@ def test_elapsed_time_needs_timing_records_and_completion():
 def test_stream_waits_for_event(device):
     x = torch.zeros(4, device=device)
     producer, consumer = torch.foo.Stream(device), torch.foo.Stream(device)
+    producer.wait_stream(torch.foo.current_stream(device))  # x is zeroed on the current stream
     with torch.foo.stream(producer):
         torch.foo._sleep(SLEEP_US // 2)
         x.fill_(5)
@@ -76,6 +77,7 @@ def test_stream_waits_for_event(device):
 def test_event_wait_defaults_to_the_current_stream(device):
     x = torch.zeros(4, device=device)
     producer = torch.foo.Stream(device)
+    producer.wait_stream(torch.foo.current_stream(device))
     with torch.foo.stream(producer):
         torch.foo._sleep(SLEEP_US // 2)
         x.fill_(2)

@@ -63,7 +63,8 @@ def test_current_stream_is_per_thread():
 
 def test_threads_sharing_one_stream():
     shared = torch.foo.Stream("foo:1")
-    tensors = [torch.zeros(1000, device="foo:1") for _ in range(4)]
+    tensors = [torch.zeros(1000, device="foo:1") for _ in range(4)]  # zeroed on the default stream
+    shared.wait_stream(torch.foo.default_stream(1))
 
     def work(index):
         with torch.foo.stream(shared):

@@ -63,6 +63,7 @@ def test_missing_synchronisation_is_visible(device):
     gives the old values: the emulation does not hide missing synchronisation."""
     x = torch.zeros(4, device=device)
     producer = torch.foo.Stream(device)
+    producer.wait_stream(torch.foo.current_stream(device))
     with torch.foo.stream(producer):
         torch.foo._sleep(SLEEP_US)
         x.fill_(3)
@@ -75,6 +76,7 @@ def test_missing_synchronisation_is_visible(device):
 def test_wait_stream_orders_work_across_streams(device):
     x = torch.zeros(4, device=device)
     producer, consumer = torch.foo.Stream(device), torch.foo.Stream(device)
+    producer.wait_stream(torch.foo.current_stream(device))  # x is zeroed on the current stream
     with torch.foo.stream(producer):
         torch.foo._sleep(SLEEP_US // 2)
         x.fill_(3)

@@ -285,6 +285,15 @@ void on_segv(int /*signal*/, siginfo_t* info, void* /*context*/) {
     append(what);
     append(" at address 0x");
     n += format_hex(reinterpret_cast<uintptr_t>(address), message + n);
+    if (arena.contains(address)) {
+      append(" (device ");
+      const int device = arena.device_of(address);
+      if (device >= 10) {
+        message[n++] = static_cast<char>('0' + device / 10);
+      }
+      message[n++] = static_cast<char>('0' + device % 10);
+      message[n++] = ')';
+    }
     append(
         ". Device memory is reachable only through the runtime: copy it to the host first "
         "(tensor.cpu()), or run the access in a kernel.\n");
