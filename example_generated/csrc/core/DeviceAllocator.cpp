@@ -165,7 +165,13 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     return &deleter;
   }
 
+  // Storage clones: on the source device's current stream, so that the copy follows the work
+  // that wrote the source, whichever device is current.
   void copy_data(void* dest, const void* src, std::size_t count) const override {
+    fooPointerAttributes attributes{};
+    FOO_CHECK(fooPointerGetAttributes(&attributes, src));
+    TORCH_CHECK(attributes.device >= 0, "copy_data: ", src, " is not foo device memory");
+    const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, attributes.device));
     FOO_CHECK(fooMemcpyAsync(dest, src, count, fooMemcpyDeviceToDevice, current_stream()));
   }
 

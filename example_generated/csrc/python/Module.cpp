@@ -4,6 +4,7 @@
 // initialisers in the other files). The functions below back the device module torch.foo;
 // they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. This is the only file
 // that includes pybind11, whose headers are slow to compile.
+#include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -41,9 +42,8 @@ py::dict device_properties(c10::DeviceIndex device) {
 }
 
 void synchronize(c10::DeviceIndex device) {
-  const c10::DeviceIndex previous = exchange_device(device);
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   FOO_CHECK(fooDeviceSynchronize());
-  exchange_device(previous);
 }
 
 bool is_in_bad_fork() {

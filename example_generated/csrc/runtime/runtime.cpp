@@ -158,7 +158,7 @@ bool spin_until(const Done& done, std::chrono::microseconds budget) {
     if (std::chrono::steady_clock::now() >= deadline) {
       return done();
     }
-    if (round >= 8) {
+    if (round >= 2) {
       std::this_thread::yield(); // let a thread that has real work (an OpenMP team member) run
     }
   }
