@@ -1,11 +1,19 @@
 """Shared fixtures. Importing torch_foo here makes the tests independent of autoload."""
 
+import gc
+import os
+
 import pytest
 import torch
 
 import torch_foo  # noqa: F401
 
 DEVICE = "foo"
+
+# Strict memory mode: host code cannot read or write device memory, so integration code that
+# dereferences a device pointer crashes in these tests instead of on hardware. The runtime reads
+# the variable when a device is first used, which is after this line.
+os.environ.setdefault("FOO_STRICT_MEMORY", "1")
 
 
 @pytest.fixture(params=range(torch.foo.device_count()), ids=lambda i: f"{DEVICE}:{i}")
@@ -16,6 +24,24 @@ def device(request) -> torch.device:
 
 @pytest.fixture(autouse=True)
 def _restore_current_device():
-    """Tests may switch the current device; the next test starts on device 0 again."""
+    """Tests may switch the current device or stream; the next test starts on device 0 and the
+    default streams again."""
     yield
+    for index in range(torch.foo.device_count()):
+        torch.foo.set_stream(torch.foo.default_stream(index))
     torch.foo.set_device(0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_device_memory_leaks():
+    """Device memory held by tensors returns to its starting value after the whole suite (the
+    caching allocator keeps freed blocks, but they no longer count as allocated). Keep device
+    tensors out of module scope: they would count as a leak here."""
+    devices = range(torch.foo.device_count())
+    before = [torch.foo.memory_allocated(i) for i in devices]
+    yield
+    gc.collect()
+    after = [torch.foo.memory_allocated(i) for i in devices]
+    assert after == before, (
+        f"device memory still allocated after the test suite (bytes per device): {before} -> {after}"
+    )

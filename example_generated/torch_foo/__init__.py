@@ -36,6 +36,7 @@ _check_privateuse1_is_free()
 from . import _C  # noqa: E402  loads the C++ backend
 from ._utils import _get_device_index  # noqa: E402,F401  torch.serialization looks it up here
 from .device import (  # noqa: E402
+    _is_in_bad_fork,  # noqa: F401  torch.manual_seed and DataLoader workers look it up here
     current_device,
     device,
     device_count,
@@ -47,6 +48,27 @@ from .device import (  # noqa: E402
     is_initialized,
     set_device,
     synchronize,
+)
+from .memory import (  # noqa: E402
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from .streams import (  # noqa: E402
+    Event,
+    Stream,
+    StreamContext,
+    _sleep,  # noqa: F401  keeps the current stream busy, for tests
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
 )
 
 
@@ -75,6 +97,22 @@ _register()
 
 __all__ = [
     "BACKEND_NAME",
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "empty_cache",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "set_stream",
+    "stream",
     "current_device",
     "device",
     "device_count",

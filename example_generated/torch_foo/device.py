@@ -38,9 +38,19 @@ def synchronize(device: Any = None) -> None:
     _C._synchronize(_get_device_index(device, optional=True))
 
 
+def _is_in_bad_fork() -> bool:
+    """True in a child process forked after the foo runtime was initialised in its parent.
+
+    Such a child cannot use foo devices (the runtime's worker threads do not survive fork;
+    every call raises and says to use the 'spawn' start method). torch.manual_seed and the
+    DataLoader's workers check it before they touch the device.
+    """
+    return _C._is_in_bad_fork()
+
+
 def is_initialized() -> bool:
     """True once any foo device has been used (memory allocated or work launched)."""
-    return any(_C._is_initialized(i) for i in range(device_count()))
+    return not _is_in_bad_fork() and any(_C._is_initialized(i) for i in range(device_count()))
 
 
 class device:

@@ -6,6 +6,13 @@
 // memcpy; anything else (another dtype, non-contiguous, broadcast, conjugate/negative views) is
 // first brought into a matching dense layout on the side where that is cheap: dtype and layout
 // conversion of host data on the host, of device data by a device kernel.
+//
+// Ordering, as with CUDA: copies on one device run on its current stream. A transfer from or to
+// pageable host memory is complete when copy_ returns; with non_blocking=True and pinned host
+// memory it only enqueues, so the host must synchronise before it reads the result (and the
+// pinned block is kept from reuse until the copy ran). A copy between two devices runs on the
+// source device's stream after the work already queued on the destination's stream, and the
+// destination's stream continues after it; the host does not wait.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
@@ -13,11 +20,13 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/Event.h>
 #include <torch/library.h>
 
 #include <vector>
 
 #include "../core/DeviceAllocator.h"
+#include "../core/HostAllocator.h"
 #include "../core/Launch.h"
 
 namespace torch_foo {
@@ -105,7 +114,7 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
           conj(t.is_conj()),
           neg(t.is_neg()) {}
     at::Tensor as_cpu() const {
-      at::Tensor t = at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype));
+      at::Tensor t = at::from_blob(kernel_address(data), sizes, strides, at::TensorOptions().dtype(dtype));
       t._set_conj(conj);
       t._set_neg(neg);
       return t;
@@ -114,23 +123,34 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   launch([out = View(dst), in = View(src)]() { out.as_cpu().copy_(in.as_cpu()); });
 }
 
-void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src) {
+// An asynchronous copy with pinned host memory on the current stream of the current device.
+void copy_pinned_async(void* dst, const void* src, size_t count, fooMemcpyKind kind, const at::Tensor& host) {
+  FOO_CHECK(fooMemcpyAsync(dst, src, count, kind, current_stream()));
+  record_host_use(host.storage().data_ptr(), current_stream_of_current_device());
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   if (!dst.is_non_overlapping_and_dense()) {
     const at::Tensor staging = empty_matching(dst, dst.scalar_type(), dst.device());
-    copy_host_to_device(staging, src);
+    copy_host_to_device(staging, src, non_blocking);
     copy_on_device(dst, staging);
     return;
   }
   at::Tensor host = src;
-  if (!same_layout(dst, src)) {
+  const bool direct = same_layout(dst, src);
+  if (!direct) {
     host = empty_matching(dst, dst.scalar_type(), at::kCPU);
     host.copy_(src);
   }
   const c10::DeviceGuard guard(dst.device());
+  if (non_blocking && direct && is_pinned(host.const_data_ptr())) {
+    copy_pinned_async(dst.data_ptr(), host.const_data_ptr(), nbytes(dst), fooMemcpyHostToDevice, host);
+    return;
+  }
   transfer(dst.data_ptr(), host.const_data_ptr(), nbytes(dst), fooMemcpyHostToDevice);
 }
 
-void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src) {
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   at::Tensor dense = src;
   if (!src.is_non_overlapping_and_dense()) {
     dense = empty_matching(src, src.scalar_type(), src.device());
@@ -140,6 +160,10 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src) {
   const at::Tensor host = direct ? dst : empty_matching(dense, dense.scalar_type(), at::kCPU);
   {
     const c10::DeviceGuard guard(dense.device());
+    if (non_blocking && direct && is_pinned(host.const_data_ptr())) {
+      copy_pinned_async(host.data_ptr(), dense.const_data_ptr(), nbytes(dense), fooMemcpyDeviceToHost, host);
+      return;
+    }
     transfer(host.data_ptr(), dense.const_data_ptr(), nbytes(dense), fooMemcpyDeviceToHost);
   }
   if (!direct) {
@@ -158,16 +182,29 @@ void copy_between_devices(const at::Tensor& dst, const at::Tensor& src) {
   if (!dst.is_non_overlapping_and_dense()) {
     target = empty_matching(dst, dst.scalar_type(), dst.device());
   }
+  const c10::Stream src_stream = current_stream(src.device().index());
+  const c10::Stream dst_stream = current_stream(dst.device().index());
+  c10::Event target_ready(c10::DeviceType::PrivateUse1); // work queued on the target is done
+  target_ready.record(dst_stream);
+  target_ready.block(src_stream);
   {
     const c10::DeviceGuard guard(src.device());
-    memcpy_on_stream(target.data_ptr(), staged.const_data_ptr(), nbytes(target), fooMemcpyDeviceToDevice, true);
+    FOO_CHECK(fooMemcpyAsync(
+        target.data_ptr(),
+        staged.const_data_ptr(),
+        nbytes(target),
+        fooMemcpyDeviceToDevice,
+        native_stream(src_stream)));
   }
+  c10::Event copied(c10::DeviceType::PrivateUse1);
+  copied.record(src_stream);
+  copied.block(dst_stream);
   if (!target.is_same(dst)) {
     copy_on_device(dst, target);
   }
 }
 
-at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined");
   if (dst.numel() == 0 || self.is_same(dst)) {
     return dst;
@@ -188,9 +225,9 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_
       copy_between_devices(dst, src);
     }
   } else if (dst_device) {
-    copy_host_to_device(dst, src);
+    copy_host_to_device(dst, src, non_blocking);
   } else {
-    copy_device_to_host(dst, src);
+    copy_device_to_host(dst, src, non_blocking);
   }
   return dst;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 #include <torch/library.h>
@@ -27,9 +28,49 @@ bool warn_on_fallback() {
   return enabled;
 }
 
+// Raises if the arguments of `op` live on two different foo devices, as CUDA kernels do (the
+// fallback would otherwise quietly compute with both).
+void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto arguments = op.schema().arguments().size();
+  std::optional<c10::Device> first;
+  const auto check = [&](const at::Tensor& t) {
+    if (!t.defined() || !t.is_privateuseone()) {
+      return;
+    }
+    if (!first) {
+      first = t.device();
+    }
+    TORCH_CHECK(
+        t.device() == *first,
+        "Expected all tensors to be on the same device, but found at least two devices, ",
+        *first,
+        " and ",
+        t.device(),
+        "! (when checking arguments for ",
+        op.schema().operator_name(),
+        ")");
+  };
+  for (auto it = stack.end() - static_cast<std::ptrdiff_t>(arguments); it != stack.end(); ++it) {
+    if (it->isTensor()) {
+      check(it->toTensor());
+    } else if (it->isTensorList()) {
+      for (const at::Tensor& t : it->toTensorVector()) {
+        check(t);
+      }
+    } else if (it->isOptionalTensorList()) {
+      for (const auto& t : it->toOptionalTensorVector()) {
+        if (t) {
+          check(*t);
+        }
+      }
+    }
+  }
+}
+
 } // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  check_same_device(op, *stack);
   const c10::OperatorName& name = op.schema().operator_name();
   bool first = false;
   {

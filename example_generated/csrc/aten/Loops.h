@@ -4,7 +4,8 @@
 // overlap, allocates missing outputs and coalesces dimensions. The kernel gets only plain data:
 // the operands' device pointers and the iteration geometry (sizes and byte strides, dimension 0
 // innermost). It runs the elements in chunks, and in parallel for large tensors, the way a GPU
-// grid splits the index space into blocks. A scalar operand is passed by value inside the
+// grid splits the index space into blocks (at::parallel_for on the stream's worker thread, which
+// gets its own OpenMP team). A scalar operand is passed by value inside the
 // argument block and read with stride 0.
 #pragma once
 
@@ -118,6 +119,9 @@ void launch_elementwise(ElementwiseArgs<NARGS> args, Loop loop) {
     return;
   }
   launch([args = std::move(args), loop]() mutable {
+    for (char*& data : args.data) {
+      data = data != nullptr ? kernel_address(data) : nullptr; // device memory as this kernel sees it
+    }
     constexpr int64_t kGrain = 32768;
     const int64_t numel = args.geometry.numel;
     if (numel < 2 * kGrain) {

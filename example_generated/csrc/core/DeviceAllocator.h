@@ -1,10 +1,10 @@
-// Device memory: the allocator PyTorch uses for every foo tensor and storage.
+// Device memory: the caching allocator PyTorch uses for every foo tensor and storage.
 //
 // PyTorch calls allocate() through c10::GetAllocator(kPrivateUse1) when it creates a tensor (our
-// empty kernels) or a storage, and reads statistics through c10::getDeviceAllocator() for
-// torch.accelerator.memory_* and torch.foo.memory_*. This allocator asks the runtime for
-// every block and returns it on free; a real device, where allocation is slow and synchronising,
-// puts a caching allocator here.
+// empty kernels) or a storage, recordStream() for tensor.record_stream, and reads statistics and
+// empties the cache through c10::getDeviceAllocator() for torch.accelerator.memory_* and
+// torch.foo.memory_*. Like CUDA's, the allocator keeps freed blocks for reuse, because asking
+// the driver for memory is slow and (for freeing) synchronises the device.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>

@@ -2,13 +2,15 @@
 //
 // at::globalContext() and torch.accelerator call these to learn whether the backend is built and
 // available, how many devices exist, which device is current, where a pointer lives, and to
-// initialise the device lazily (before the first backward pass, for example). Registering them
-// also makes foo the process's accelerator for torch.accelerator and autograd.
+// initialise the device lazily (before the first backward pass, for example), and where pinned
+// host memory comes from (tensor.pin_memory(), is_pinned()). Registering them also makes
+// foo the process's accelerator for torch.accelerator, autograd and the DataLoader.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
 #include "Device.h"
 #include "DeviceAllocator.h"
 #include "Exception.h"
+#include "HostAllocator.h"
 
 namespace torch_foo {
 namespace {
@@ -30,6 +32,9 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
 
   // The emulated runtime initialises itself on first use; a driver would be initialised here.
   void init() const override {
+    int bad_fork = 0;
+    FOO_CHECK(fooIsInBadFork(&bad_fork));
+    TORCH_CHECK(bad_fork == 0, fooGetErrorString(fooErrorForkedAfterInit));
     TORCH_CHECK(device_count() > 0, "No foo devices are available (is FOO_DEVICE_COUNT set to 0?)");
   }
 
@@ -58,6 +63,15 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
     FOO_CHECK(fooPointerGetAttributes(&attributes, data));
     TORCH_CHECK(attributes.device >= 0, "The pointer ", data, " is not foo device memory");
     return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(attributes.device));
+  }
+
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    return host_allocator();
+  }
+
+  // Answers without initialising anything (tensor.is_pinned() on any CPU tensor asks).
+  bool isPinnedPtr(const void* data) const override {
+    return is_pinned(data);
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {

@@ -1,30 +1,46 @@
 // Kernel launch: how compute reaches the device.
 //
-// launch() hands a C++ callable to fooLaunchKernel on the current stream. The callable is
-// the kernel's argument block: it captures only what a real kernel would receive (raw device
-// pointers, sizes, strides, scalars), is moved to the heap, and is destroyed after it ran.
-// Host-side validation happens before launch; the body only computes.
+// launch() hands a C++ callable to fooLaunchKernel on the current stream and returns at once; the
+// stream runs it after the work queued before it. The callable is the kernel's argument block: it
+// captures only what a real kernel would receive (raw device pointers, sizes, strides, scalars),
+// never a Tensor or anything else that the host may free or change meanwhile. It is moved to the
+// heap and destroyed after it ran. Host-side validation happens before launch; the body only
+// computes, and reaches device memory through kernel_address() (strict memory mode keeps device
+// pointers inaccessible outside the runtime). An exception in the body is printed and fails the
+// stream, which the next synchronisation reports, as a device reports a kernel fault.
 #pragma once
 
+#include <cstdio>
+#include <exception>
 #include <memory>
 #include <type_traits>
 #include <utility>
 
 #include "Exception.h"
+#include "Stream.h"
 
 namespace torch_foo {
 
-// The stream that new work is enqueued on: the default stream of the current device.
-inline fooStream_t current_stream() {
-  return nullptr;
+// Inside a kernel: the address through which the kernel reads and writes device memory `ptr`.
+template <typename T>
+T* kernel_address(T* ptr) {
+  return static_cast<T*>(fooKernelAddress(ptr));
 }
 
 template <typename Body>
 void launch(Body&& body, fooStream_t stream = current_stream()) {
   using Kernel = std::decay_t<Body>;
-  const fooKernel_t entry = [](void* p) {
+  const fooKernel_t entry = [](void* p) -> int {
     std::unique_ptr<Kernel> kernel(static_cast<Kernel*>(p)); // freed after the run
-    (*kernel)();
+    try {
+      (*kernel)();
+      return 0;
+    } catch (const c10::Error& e) {
+      std::fprintf(stderr, "foo kernel failed: %s\n", e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "foo kernel failed: %s\n", e.what());
+    }
+    return 1;
   };
   auto* args = new Kernel(std::forward<Body>(body));
   const fooError_t error = fooLaunchKernel(entry, args, stream);

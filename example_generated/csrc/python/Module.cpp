@@ -4,11 +4,19 @@
 // initialisers in the other files). The functions below back the device module torch.foo;
 // they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. This is the only file
 // that includes pybind11, whose headers are slow to compile.
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/Event.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <chrono>
+#include <thread>
 
 #include "../aten/Fallback.h"
 #include "../core/Device.h"
+#include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
+#include "../core/Launch.h"
+#include "../core/Stream.h"
 
 namespace py = pybind11;
 
@@ -34,9 +42,84 @@ py::dict device_properties(c10::DeviceIndex device) {
 }
 
 void synchronize(c10::DeviceIndex device) {
-  const c10::DeviceIndex previous = exchange_device(device);
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   FOO_CHECK(fooDeviceSynchronize());
-  exchange_device(previous);
+}
+
+bool is_in_bad_fork() {
+  int bad_fork = 0;
+  FOO_CHECK(fooIsInBadFork(&bad_fork));
+  return bad_fork != 0;
+}
+
+// A stream as torch.Stream's constructor takes it: (stream_id, device_index, device_type).
+py::tuple stream_tuple(const c10::Stream& stream) {
+  return py::make_tuple(stream.id(), stream.device_index(), static_cast<int>(stream.device_type()));
+}
+
+c10::Stream stream_of(int64_t stream_id, int64_t device) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, checked(device)), stream_id);
+}
+
+// Makes the stream current for its device and returns the previous one, as a tuple.
+py::tuple swap_current_stream(int64_t stream_id, int64_t device) {
+  return stream_tuple(torch_foo::exchange_stream(stream_of(stream_id, device)));
+}
+
+// A kernel that keeps the current stream busy: lets tests and benchmarks observe asynchrony
+// (torch.cuda._sleep does the same with clock cycles).
+void sleep_on_stream(int64_t microseconds) {
+  TORCH_CHECK(microseconds >= 0, "_sleep: expected a non-negative duration, got ", microseconds);
+  launch([microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); });
+}
+
+// A kernel that fails with `message`: lets tests see how a device fault is reported (at the
+// next synchronisation with the stream).
+void launch_failing_kernel(const std::string& message) {
+  launch([message] { TORCH_CHECK(false, message); });
+}
+
+// Milliseconds between two torch.Event objects (torch.Event.elapsed_time accepts only the exact
+// type as its argument, not torch.foo.Event).
+double elapsed_time(py::handle start, py::handle end) {
+  TORCH_CHECK(
+      THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()), "elapsed_time: expected two torch.Event objects");
+  return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(reinterpret_cast<THPEvent*>(end.ptr())->event);
+}
+
+py::dict stat_dict(const c10::CachingAllocator::StatArray& stats) {
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  py::dict d;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    py::dict s;
+    s["current"] = stats[i].current;
+    s["peak"] = stats[i].peak;
+    s["allocated"] = stats[i].allocated;
+    s["freed"] = stats[i].freed;
+    d[pools[i]] = s;
+  }
+  return d;
+}
+
+// The allocator's statistics, nested as torch.accelerator.memory_stats flattens them.
+py::dict memory_stats(c10::DeviceIndex device) {
+  const auto s = device_allocator()->getDeviceStats(device);
+  py::dict d;
+  d["allocation"] = stat_dict(s.allocation);
+  d["segment"] = stat_dict(s.segment);
+  d["active"] = stat_dict(s.active);
+  d["inactive_split"] = stat_dict(s.inactive_split);
+  d["allocated_bytes"] = stat_dict(s.allocated_bytes);
+  d["reserved_bytes"] = stat_dict(s.reserved_bytes);
+  d["active_bytes"] = stat_dict(s.active_bytes);
+  d["inactive_split_bytes"] = stat_dict(s.inactive_split_bytes);
+  d["requested_bytes"] = stat_dict(s.requested_bytes);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_sync_all_streams"] = s.num_sync_all_streams;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  return d;
 }
 
 bool is_initialized(c10::DeviceIndex device) {
@@ -55,8 +138,29 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", [] { return static_cast<int>(ns::current_device()); });
   m.def("_set_device", [](int64_t device) { ns::set_device(ns::checked(device)); });
   m.def("_exchange_device", [](int64_t device) { return static_cast<int>(ns::exchange_device(ns::checked(device))); });
-  m.def("_synchronize", [](int64_t device) { ns::synchronize(ns::checked(device)); });
+  m.def(
+      "_synchronize",
+      [](int64_t device) { ns::synchronize(ns::checked(device)); },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);
+  m.def("_is_in_bad_fork", &ns::is_in_bad_fork);
+  // Streams (torch_foo/streams.py).
+  m.def("_current_stream", [](int64_t device) { return ns::stream_tuple(ns::current_stream(ns::checked(device))); });
+  m.def("_default_stream", [](int64_t device) { return ns::stream_tuple(ns::default_stream(ns::checked(device))); });
+  m.def("_exchange_stream", &ns::swap_current_stream);
+  m.def("_stream_priority", [](int64_t id, int64_t device) { return ns::stream_priority(ns::stream_of(id, device)); });
+  m.def("_sleep", &ns::sleep_on_stream, py::call_guard<py::gil_scoped_release>());
+  m.def("_elapsed_time", &ns::elapsed_time);
+  m.def("_launch_failing_kernel", &ns::launch_failing_kernel);
+  // Memory (torch_foo/memory.py).
+  m.def("_memory_stats", [](int64_t device) { return ns::memory_stats(ns::checked(device)); });
+  m.def(
+      "_reset_peak_memory_stats", [](int64_t device) { ns::device_allocator()->resetPeakStats(ns::checked(device)); });
+  m.def("_reset_accumulated_memory_stats", [](int64_t device) {
+    ns::device_allocator()->resetAccumulatedStats(ns::checked(device));
+  });
+  m.def("_empty_cache", [] { ns::device_allocator()->emptyCache(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("_mem_get_info", [](int64_t device) { return ns::device_allocator()->getMemoryInfo(ns::checked(device)); });
 }

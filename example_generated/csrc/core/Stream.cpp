@@ -1,0 +1,117 @@
+#include "Stream.h"
+
+#include <array>
+#include <atomic>
+#include <mutex>
+
+#include <c10/core/DeviceGuard.h>
+
+#include "Device.h"
+#include "Exception.h"
+
+namespace torch_foo {
+namespace {
+
+constexpr int kMaxDevices = 16;
+constexpr int kPoolSize = 8; // streams per device and priority, handed out round-robin
+constexpr int kPriorities = 2; // level 0: priority 0 (normal), level 1: priority -1 (high)
+constexpr c10::StreamId kPoolIds = kPoolSize * kPriorities; // ids 1 .. kPoolIds
+
+struct Pool {
+  std::mutex mutex; // serialises stream creation
+  std::array<std::atomic<fooStream_t>, kPoolIds> streams{};
+  std::array<std::atomic<uint32_t>, kPriorities> next{};
+};
+
+std::array<Pool, kMaxDevices> pools;
+
+// The current stream id of this thread on each device (0, the default stream, until set).
+thread_local std::array<c10::StreamId, kMaxDevices> current_ids{};
+
+int level_of(int priority) {
+  return priority < 0 ? 1 : 0;
+}
+
+c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
+}
+
+void check_stream(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "Expected a foo stream, not ", stream);
+  check_device_index(stream.device_index());
+  TORCH_CHECK(
+      stream.id() >= 0 && stream.id() <= kPoolIds,
+      "Invalid foo stream id ",
+      stream.id(),
+      " (streams come from torch.foo.Stream(), torch.Stream(device=...), torch.foo.current_stream())");
+}
+
+} // namespace
+
+fooStream_t native_stream(const c10::Stream& stream) {
+  check_stream(stream);
+  if (stream.id() == 0) {
+    return nullptr;
+  }
+  Pool& pool = pools[stream.device_index()];
+  auto& slot = pool.streams[stream.id() - 1];
+  fooStream_t handle = slot.load(std::memory_order_acquire);
+  if (handle != nullptr) {
+    return handle;
+  }
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  handle = slot.load(std::memory_order_relaxed);
+  if (handle == nullptr) {
+    const c10::DeviceGuard guard(stream.device());
+    const int priority = (stream.id() - 1) / kPoolSize == 0 ? 0 : -1;
+    FOO_CHECK(fooStreamCreateWithPriority(&handle, fooStreamNonBlocking, priority));
+    slot.store(handle, std::memory_order_release);
+  }
+  return handle;
+}
+
+c10::Stream current_stream(c10::DeviceIndex device) {
+  check_device_index(device);
+  return make_stream(device, current_ids[device]);
+}
+
+c10::Stream current_stream_of_current_device() {
+  const c10::DeviceIndex device = current_device();
+  return make_stream(device, current_ids[device]);
+}
+
+fooStream_t current_stream() {
+  const c10::DeviceIndex device = current_device();
+  const c10::StreamId id = current_ids[device];
+  return id == 0 ? nullptr : native_stream(make_stream(device, id));
+}
+
+c10::Stream default_stream(c10::DeviceIndex device) {
+  check_device_index(device);
+  return make_stream(device, 0);
+}
+
+c10::Stream stream_from_pool(c10::DeviceIndex device, int priority) {
+  if (device < 0) {
+    device = current_device();
+  }
+  check_device_index(device);
+  const int level = level_of(priority);
+  const uint32_t slot = pools[device].next[level].fetch_add(1, std::memory_order_relaxed) % kPoolSize;
+  return make_stream(device, 1 + level * kPoolSize + static_cast<c10::StreamId>(slot));
+}
+
+c10::Stream exchange_stream(const c10::Stream& stream) {
+  check_stream(stream);
+  const c10::DeviceIndex device = stream.device_index();
+  const c10::StreamId previous = current_ids[device];
+  current_ids[device] = stream.id();
+  return make_stream(device, previous);
+}
+
+int stream_priority(const c10::Stream& stream) {
+  check_stream(stream);
+  return stream.id() == 0 || (stream.id() - 1) / kPoolSize == 0 ? 0 : -1;
+}
+
+} // namespace torch_foo

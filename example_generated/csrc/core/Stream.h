@@ -1,0 +1,37 @@
+// Streams: which stream each host thread's work goes to, and the pool torch.Stream draws from.
+//
+// PyTorch names a stream with a c10::Stream (device, id); this file maps those names to runtime
+// handles. Id 0 is the default stream of the device; the other ids are a fixed pool per device and
+// priority (torch.Stream(), torch.foo.Stream(), the autograd engine and c10d all draw from it),
+// created in the runtime the first time they are used. PyTorch never destroys a stream, so a pool
+// bounds how many exist, as with CUDA. The current stream is per host thread and per device.
+// Runtime calls on a stream must run with its device current: NULL, the handle of every default
+// stream, means "the default stream of the current device" (c10::DeviceGuard does that).
+#pragma once
+
+#include <c10/core/Stream.h>
+
+#include "../runtime/runtime.h"
+
+namespace torch_foo {
+
+// The runtime handle of `stream` (creating a pool stream on first use); raises for an unknown id.
+fooStream_t native_stream(const c10::Stream& stream);
+
+// The current stream of this thread on `device`, on the current device, and its runtime handle.
+c10::Stream current_stream(c10::DeviceIndex device);
+c10::Stream current_stream_of_current_device();
+fooStream_t current_stream();
+
+c10::Stream default_stream(c10::DeviceIndex device);
+
+// A stream from the pool of `device`; priority < 0 asks for a high-priority one.
+c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
+
+// Makes `stream` the current stream of its device for this thread; returns the previous one.
+c10::Stream exchange_stream(const c10::Stream& stream);
+
+// The priority of `stream` (0 normal, -1 high), as torch.foo.Stream.priority reports it.
+int stream_priority(const c10::Stream& stream);
+
+} // namespace torch_foo

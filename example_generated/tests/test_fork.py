@@ -1,0 +1,82 @@
+"""Fork safety: a child forked after the runtime was initialised gets a clear error (not a hang)
+and torch.foo._is_in_bad_fork() says so; a child forked before initialisation works, and so do
+'spawn' children."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def run(code: str, path=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    if path is None:
+        command = [sys.executable, "-c", textwrap.dedent(code)]
+    else:
+        path.write_text(textwrap.dedent(code))
+        command = [sys.executable, str(path)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_fork_after_initialisation_fails_fast():
+    code = """
+        import os, torch, torch_foo
+        torch.ones(1, device="foo") + 1  # initialises the runtime: stream workers run now
+        pid = os.fork()
+        if pid == 0:
+            bad = torch.foo._is_in_bad_fork()
+            try:
+                torch.ones(1, device="foo")
+                os._exit(3)
+            except RuntimeError as error:
+                print("child error:", error, flush=True)
+                os._exit(0 if bad else 4)
+        _, status = os.waitpid(pid, 0)
+        print("child exit code:", os.waitstatus_to_exitcode(status))
+        print("parent works:", (torch.ones(2, device="foo") * 2).sum().item(), torch.foo._is_in_bad_fork())
+    """
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    assert "child exit code: 0" in result.stdout
+    assert "forked after it was initialised" in result.stdout and "'spawn'" in result.stdout
+    assert "parent works: 4.0 False" in result.stdout
+
+
+def test_fork_before_initialisation_works():
+    code = """
+        import os, torch, torch_foo
+        assert not torch.foo.is_initialized()
+        pid = os.fork()
+        if pid == 0:
+            ok = not torch.foo._is_in_bad_fork() and (torch.ones(3, device="foo") * 2).sum().item() == 6.0
+            os._exit(0 if ok else 5)
+        _, status = os.waitpid(pid, 0)
+        print("child exit code:", os.waitstatus_to_exitcode(status))
+        print("parent works:", (torch.ones(2, device="foo") + 1).sum().item())
+    """
+    result = run(code)
+    assert result.returncode == 0, result.stderr
+    assert "child exit code: 0" in result.stdout
+    assert "parent works: 4.0" in result.stdout
+
+
+def test_spawned_children_use_the_device(tmp_path):
+    code = """
+        import multiprocessing as mp
+        import torch, torch_foo
+
+        def work(queue):
+            queue.put((torch.arange(4.0, device="foo") * 2).sum().item())
+
+        if __name__ == "__main__":
+            torch.ones(1, device="foo")  # initialised in the parent
+            context = mp.get_context("spawn")
+            queue = context.Queue()
+            child = context.Process(target=work, args=(queue,))
+            child.start()
+            print("child computed:", queue.get(timeout=100))
+            child.join()
+    """
+    result = run(code, tmp_path / "spawn_child.py")
+    assert result.returncode == 0, result.stderr
+    assert "child computed: 12.0" in result.stdout

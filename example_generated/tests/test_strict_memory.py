@@ -1,0 +1,68 @@
+"""Strict memory mode: host code cannot read or write device memory (FOO_STRICT_MEMORY=1, which
+conftest.py sets for this suite), so integration code that dereferences a device pointer crashes
+in the tests instead of on hardware."""
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+
+def run(code: str, strict: bool) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FOO_STRICT_MEMORY": "1" if strict else "0", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def permissions(address: int) -> str:
+    """The permissions of the memory mapping that contains `address` ("rw-p", "---p", ...)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            span, perms = line.split()[:2]
+            start, end = (int(part, 16) for part in span.split("-"))
+            if start <= address < end:
+                return perms
+    return "unmapped"
+
+
+def test_device_memory_is_inaccessible_in_this_suite(device):
+    x = torch.ones(1024, device=device)
+    assert permissions(x.data_ptr()).startswith("---")
+    assert permissions(torch.ones(1024).data_ptr()).startswith("rw")
+    assert (x + 1).sum().item() == 2048  # the runtime and kernels still reach it
+
+
+def test_host_access_to_device_memory_crashes_with_an_explanation():
+    code = """
+        import ctypes, torch, torch_foo
+        x = torch.ones(4, device="foo")
+        print("reading", flush=True)
+        ctypes.string_at(x.data_ptr(), 4)
+        print("read it")
+    """
+    result = run(code, strict=True)
+    assert result.returncode == -signal.SIGSEGV
+    assert "reading" in result.stdout and "read it" not in result.stdout
+    assert "foo strict memory mode: host code read or wrote device memory directly" in result.stderr
+
+
+def test_without_strict_mode_host_code_can_read_device_memory():
+    code = """
+        import ctypes, struct, torch, torch_foo
+        x = torch.arange(4.0, device="foo")
+        torch.foo.synchronize()
+        print(list(struct.unpack("4f", ctypes.string_at(x.data_ptr(), 16))))
+    """
+    result = run(code, strict=False)
+    assert result.returncode == 0, result.stderr
+    assert "[0.0, 1.0, 2.0, 3.0]" in result.stdout
+
+
+def test_pinned_memory_stays_host_memory():
+    pinned = torch.arange(4, dtype=torch.int32).pin_memory()
+    assert ctypes.string_at(pinned.data_ptr(), 4) == (0).to_bytes(4, "little")
