@@ -164,14 +164,14 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
     update(project, "v0.2.0", benchmarks=False, ci="none")
     assert not (project / "benchmarks").exists() and not (project / ".github").exists()
     readme = (project / "README.md").read_text()
-    assert "`benchmarks/`" not in readme and USER_README in readme
+    assert "`benchmarks/bench_ops.py`" not in readme and USER_README in readme
     assert_nothing_in_conflict(project)
     commit_all(project, "No benchmarks, no CI")
 
     update(project, "v0.2.0", benchmarks=True, ci="github")
     assert (project / "benchmarks" / "bench_ops.py").exists()
     assert (project / ".github" / "workflows" / "ci.yml").exists()
-    assert "`benchmarks/`" in (project / "README.md").read_text()
+    assert "`benchmarks/bench_ops.py`" in (project / "README.md").read_text()
     assert_nothing_in_conflict(project)
 
 

@@ -25,7 +25,7 @@ def test_variant_renders_what_it_promises(render, label):
     readme = (root / "README.md").read_text()
     assert (root / "benchmarks" / "bench_ops.py").exists() == want["benchmarks"]
     assert (root / "benchmarks" / "common.py").exists() == want["benchmarks"]
-    assert ("`benchmarks/`" in readme) == want["benchmarks"]
+    assert ("`benchmarks/bench_ops.py`" in readme) == want["benchmarks"]
     workflow = root / ".github" / "workflows" / "ci.yml"
     assert workflow.exists() == (want["ci"] == "github")
     assert (".github/workflows/ci.yml" in readme) == (want["ci"] == "github")
