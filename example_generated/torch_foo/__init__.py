@@ -48,6 +48,18 @@ from .device import (  # noqa: E402
     set_device,
     synchronize,
 )
+from .random import (  # noqa: E402
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 
 def fallback_ops() -> list[str]:
@@ -87,4 +99,17 @@ __all__ = [
     "is_initialized",
     "set_device",
     "synchronize",
+]
+# Random numbers (random.py).
+__all__ += [
+    "default_generators",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "set_rng_state",
+    "set_rng_state_all",
 ]

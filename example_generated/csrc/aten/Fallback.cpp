@@ -4,6 +4,11 @@
 // the rest run here. Each call costs two copies per tensor argument, so a real backend watches
 // which operators land here: torch.foo.fallback_ops() lists them, and
 // FOO_WARN_FALLBACK=1 warns once for each.
+//
+// Random operators that reach the fallback (multinomial, randperm, poisson, ...) must not draw from
+// the CPU's generator: the fallback replaces their generator argument with a fresh CPU generator
+// seeded from the foo generator (the one passed, or the device's default), so they are
+// reproducible under torch.foo.manual_seed and leave torch.get_rng_state() untouched.
 #include "Fallback.h"
 
 #include <algorithm>
@@ -11,7 +16,11 @@
 #include <mutex>
 #include <unordered_set>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/library.h>
+
+#include "../core/Device.h"
+#include "../core/Generator.h"
 
 namespace torch_foo {
 namespace {
@@ -27,6 +36,55 @@ bool warn_on_fallback() {
   return enabled;
 }
 
+bool is_generator(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    return type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+// The device an operator runs on: that of its first foo tensor, else the current device.
+c10::Device device_of(c10::ArrayRef<c10::IValue> arguments) {
+  for (const auto& value : arguments) {
+    if (value.isTensor() && value.toTensor().defined() && value.toTensor().is_privateuseone()) {
+      return value.toTensor().device();
+    }
+    if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList().vec()) {
+        if (t.defined() && t.is_privateuseone()) {
+          return t.device();
+        }
+      }
+    }
+  }
+  return c10::Device(c10::DeviceType::PrivateUse1, current_device());
+}
+
+// Replaces each generator argument with a CPU generator seeded from the foo generator.
+void seed_cpu_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema().arguments();
+  const size_t first = stack->size() - schema.size();
+  for (size_t i = 0; i < schema.size(); ++i) {
+    if (!is_generator(schema[i].type())) {
+      continue;
+    }
+    c10::IValue& value = (*stack)[first + i];
+    std::optional<at::Generator> gen;
+    if (!value.isNone()) {
+      gen = value.toGenerator();
+    }
+    const c10::Device device = device_of(c10::ArrayRef<c10::IValue>(*stack).slice(first));
+    auto* generator = generator_for(gen, device);
+    uint64_t seed = 0;
+    {
+      std::lock_guard<std::mutex> lock(generator->mutex_);
+      at::philox_engine engine = generator->reserve(1).engine(0);
+      seed = (static_cast<uint64_t>(engine()) << 32) | engine();
+    }
+    value = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(seed));
+  }
+}
+
 } // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -39,6 +97,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (first && warn_on_fallback()) {
     TORCH_WARN("foo: ", name, " has no foo kernel and runs on the CPU fallback");
   }
+  seed_cpu_generators(op, stack);
   at::native::cpu_fallback(op, stack);
 }
 

@@ -9,6 +9,7 @@
 #include "Device.h"
 #include "DeviceAllocator.h"
 #include "Exception.h"
+#include "Generator.h"
 
 namespace torch_foo {
 namespace {
@@ -58,6 +59,16 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
     FOO_CHECK(fooPointerGetAttributes(&attributes, data));
     TORCH_CHECK(attributes.device >= 0, "The pointer ", data, " is not foo device memory");
     return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(attributes.device));
+  }
+
+  // Random operators without an explicit generator draw from the device's default generator;
+  // torch.Generator(device="foo") asks for a new one (Generator.cpp).
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
+    return default_generator(device_index);
+  }
+
+  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
+    return new_generator(device_index);
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {

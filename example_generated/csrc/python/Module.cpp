@@ -4,11 +4,13 @@
 // initialisers in the other files). The functions below back the device module torch.foo;
 // they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. This is the only file
 // that includes pybind11, whose headers are slow to compile.
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "../aten/Fallback.h"
 #include "../core/Device.h"
 #include "../core/Exception.h"
+#include "../core/Generator.h"
 
 namespace py = pybind11;
 
@@ -59,4 +61,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);
+  // A new Python object for the device's default generator; torch_foo.random keeps one per device.
+  m.def("_default_generator", [](int64_t device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(ns::default_generator(ns::checked(device))));
+  });
 }
