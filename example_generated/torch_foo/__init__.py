@@ -35,6 +35,7 @@ _check_privateuse1_is_free()
 
 from . import _C  # noqa: E402  loads the C++ backend
 from ._utils import _get_device_index  # noqa: E402,F401  torch.serialization looks it up here
+from .amp import get_amp_supported_dtype, is_bf16_supported  # noqa: E402
 from .device import (  # noqa: E402
     current_device,
     device,
@@ -100,12 +101,14 @@ __all__ = [
     "set_device",
     "synchronize",
 ]
-# Random numbers (random.py).
+# Training: AMP (amp.py) and random numbers (random.py).
 __all__ += [
     "default_generators",
+    "get_amp_supported_dtype",
     "get_rng_state",
     "get_rng_state_all",
     "initial_seed",
+    "is_bf16_supported",
     "manual_seed",
     "manual_seed_all",
     "seed",
