@@ -49,6 +49,7 @@ from .device import (  # noqa: E402
     set_device,
     synchronize,
 )
+from .ops import bias_gelu  # noqa: E402,F401  (ops.py registers fake kernels and autograd)
 from .random import (  # noqa: E402
     default_generators,
     get_rng_state,
@@ -101,7 +102,7 @@ __all__ = [
     "set_device",
     "synchronize",
 ]
-# Training: AMP (amp.py) and random numbers (random.py).
+# Training: AMP (amp.py), random numbers (random.py) and custom operators (ops.py).
 __all__ += [
     "default_generators",
     "get_amp_supported_dtype",
@@ -111,6 +112,7 @@ __all__ += [
     "is_bf16_supported",
     "manual_seed",
     "manual_seed_all",
+    "ops",
     "seed",
     "seed_all",
     "set_rng_state",
