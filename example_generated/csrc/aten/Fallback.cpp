@@ -107,11 +107,18 @@ void route_structured_ops_to_fallback() {
     // Leaked on purpose: the registrations must outlive static destruction.
     auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     auto& dispatcher = c10::Dispatcher::singleton();
-    const auto names = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-    for (const auto& name : names) {
+    auto names = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+    const size_t structured = names.size();
+    const auto generic = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+    names.insert(names.end(), generic.begin(), generic.end());
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto& name = names[i];
       const auto op = dispatcher.findOp(name);
       if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
         continue; // a native kernel exists
+      }
+      if (i >= structured && !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+        continue; // a generic kernel without a CPU counterpart: keep it
       }
       const auto& returns = op->schema().returns();
       const bool returns_view = std::any_of(returns.begin(), returns.end(), [](const c10::Argument& r) {
