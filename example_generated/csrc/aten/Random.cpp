@@ -6,8 +6,8 @@
 // from the device's generator (Generator.h), never from the CPU's: the host checks arguments with
 // ATen's own templates (ATen/native/DistributionTemplates.h, shared with the CPU and CUDA kernels, so
 // errors read the same), reserves one Philox offset under the generator's lock, and launches a
-// kernel that receives seed and offset by value. Element i of the output draws the 128 bits of
-// Philox subsequence i at that offset and turns them into a value with ATen's transformations
+// kernel that receives seed and offset by value. Each element draws from a Philox block chosen by
+// its index (for_each_draw below) and turns the bits into a value with ATen's transformations
 // (ATen/core/TransformationHelper.h), so the result does not depend on how the device splits the
 // work. Random operators without a kernel here (multinomial, randperm, poisson, ...) run on the
 // CPU fallback with a CPU generator seeded from the device generator (Fallback.cpp).
@@ -38,7 +38,7 @@ namespace {
 
 // ---- device code --------------------------------------------------------------------------
 
-// The four 32-bit words of one Philox block: all the randomness one element may use.
+// The four 32-bit words of one Philox block (one evaluation of the generator).
 struct Block {
   uint32_t w[4];
 
@@ -53,9 +53,14 @@ struct Block {
   }
 };
 
-// Uniform in [0, 1), from word `i` (float precision) or words i, i+1 (double precision).
+// The words one value needs: a 32-bit draw (float precision), a 64-bit draw (double precision, 64-bit
+// integers) or all four (two double uniforms for a double normal).
 template <typename acc_t>
-acc_t uniform01(const Block& b, int i = 0) {
+constexpr int kUniformWords = std::is_same_v<acc_t, double> ? 2 : 1;
+
+// Uniform in [0, 1) from the words starting at `i`.
+template <typename acc_t>
+acc_t uniform01(const Block& b, int i) {
   if constexpr (std::is_same_v<acc_t, double>) {
     return static_cast<double>(b.u64(i) >> 11) * 0x1.0p-53;
   } else {
@@ -65,7 +70,7 @@ acc_t uniform01(const Block& b, int i = 0) {
 
 // Uniform in (0, 1): never 0 or 1, for the logarithms below.
 template <typename acc_t>
-acc_t uniform_open(const Block& b, int i = 0) {
+acc_t uniform_open(const Block& b, int i) {
   if constexpr (std::is_same_v<acc_t, double>) {
     return (static_cast<double>(b.u64(i) >> 11) + 0.5) * 0x1.0p-53;
   } else {
@@ -73,24 +78,40 @@ acc_t uniform_open(const Block& b, int i = 0) {
   }
 }
 
-// Standard normal by the Box-Muller transform of two uniforms.
+// Standard normal by the Box-Muller transform of two uniforms (2 * kUniformWords words).
 template <typename acc_t>
-acc_t standard_normal(const Block& b) {
-  constexpr int second = std::is_same_v<acc_t, double> ? 2 : 1;
-  const acc_t radius = std::sqrt(static_cast<acc_t>(-2) * std::log(uniform_open<acc_t>(b, 0)));
-  return radius * std::cos(static_cast<acc_t>(2) * c10::pi<acc_t> * uniform01<acc_t>(b, second));
+acc_t standard_normal(const Block& b, int i) {
+  const acc_t radius = std::sqrt(static_cast<acc_t>(-2) * std::log(uniform_open<acc_t>(b, i)));
+  return radius * std::cos(static_cast<acc_t>(2) * c10::pi<acc_t> * uniform01<acc_t>(b, i + kUniformWords<acc_t>));
 }
 
-// out[i] = draw(block of element i), for one output operand.
-template <typename scalar_t, typename Draw>
+// Calls f(i, block, word) for elements first .. first + n - 1 of a kernel whose values need kWords
+// words each. 4 / kWords consecutive elements share one Philox block (subsequence element / (4 /
+// kWords) at the kernel's offset), so a value depends only on its index, not on how the work is
+// split, and every element of one launch gets different bits.
+template <int kWords, typename F>
+void for_each_draw(const PhiloxArgs& philox, int64_t n, int64_t first, const F& f) {
+  static_assert(kWords == 1 || kWords == 2 || kWords == 4);
+  constexpr int64_t per_block = 4 / kWords;
+  int64_t i = 0;
+  while (i < n) {
+    const auto element = static_cast<uint64_t>(first + i);
+    const Block block(philox.engine(element / per_block));
+    for (auto slot = static_cast<int64_t>(element % per_block); slot < per_block && i < n; ++slot, ++i) {
+      f(i, block, static_cast<int>(slot) * kWords);
+    }
+  }
+}
+
+// out[i] = draw(block, word) for one output operand.
+template <typename scalar_t, int kWords, typename Draw>
 struct RandomLoop {
   PhiloxArgs philox;
   Draw draw;
   void operator()(char** data, const int64_t* strides, int64_t n, int64_t first) const {
-    for (int64_t i = 0; i < n; ++i) {
-      const Block block(philox.engine(static_cast<uint64_t>(first + i)));
-      *reinterpret_cast<scalar_t*>(data[0] + i * strides[0]) = draw(block);
-    }
+    for_each_draw<kWords>(philox, n, first, [&](int64_t i, const Block& b, int w) {
+      *reinterpret_cast<scalar_t*>(data[0] + i * strides[0]) = draw(b, w);
+    });
   }
 };
 
@@ -99,46 +120,44 @@ template <typename scalar_t>
 struct BernoulliTensorLoop {
   PhiloxArgs philox;
   void operator()(char** data, const int64_t* strides, int64_t n, int64_t first) const {
-    for (int64_t i = 0; i < n; ++i) {
-      const Block block(philox.engine(static_cast<uint64_t>(first + i)));
+    for_each_draw<2>(philox, n, first, [&](int64_t i, const Block& b, int w) {
       const double p = *reinterpret_cast<const double*>(data[1] + i * strides[1]);
-      *reinterpret_cast<scalar_t*>(data[0] + i * strides[0]) = static_cast<scalar_t>(uniform01<double>(block) < p);
-    }
+      *reinterpret_cast<scalar_t*>(data[0] + i * strides[0]) = static_cast<scalar_t>(uniform01<double>(b, w) < p);
+    });
   }
 };
 
-// Dropout in one pass: mask[i] = (u >= p), out[i] = mask[i] ? in[i] * scale : 0.
+// Dropout in one pass: mask[i] = (u < 1 - p), out[i] = mask[i] ? in[i] * scale : 0.
 template <typename scalar_t>
 struct DropoutLoop {
   PhiloxArgs philox;
-  double keep;
+  float keep;
   at::opmath_type<scalar_t> scale;
   void operator()(char** data, const int64_t* strides, int64_t n, int64_t first) const {
     using opmath_t = at::opmath_type<scalar_t>;
-    for (int64_t i = 0; i < n; ++i) {
-      const Block block(philox.engine(static_cast<uint64_t>(first + i)));
-      const bool kept = uniform01<double>(block) < keep;
+    for_each_draw<1>(philox, n, first, [&](int64_t i, const Block& b, int w) {
+      const bool kept = uniform01<float>(b, w) < keep;
       const auto x = static_cast<opmath_t>(*reinterpret_cast<const scalar_t*>(data[2] + i * strides[2]));
       *reinterpret_cast<scalar_t*>(data[0] + i * strides[0]) = static_cast<scalar_t>(kept ? x * scale : opmath_t(0));
       *reinterpret_cast<bool*>(data[1] + i * strides[1]) = kept;
-    }
+    });
   }
 };
 
 // ---- host code ----------------------------------------------------------------------------
 
-// Reserves one Philox offset (one block per element) of the generator for a kernel on `device`.
+// Reserves one Philox offset of the generator for a kernel on `device`.
 PhiloxArgs reserve(const std::optional<at::Generator>& gen, c10::Device device) {
   auto* generator = generator_for(gen, device);
   std::lock_guard<std::mutex> lock(generator->mutex_);
   return generator->reserve(1);
 }
 
-template <typename scalar_t, typename Draw>
+template <typename scalar_t, int kWords, typename Draw>
 void fill_random(at::TensorIteratorBase& iter, const std::optional<at::Generator>& gen, Draw draw) {
   const PhiloxArgs philox = reserve(gen, iter.device());
   const c10::DeviceGuard guard(iter.device());
-  launch_elementwise(make_args<1>(iter, c10::ArrayRef<int>({0})), RandomLoop<scalar_t, Draw>{philox, draw});
+  launch_elementwise(make_args<1>(iter, c10::ArrayRef<int>({0})), RandomLoop<scalar_t, kWords, Draw>{philox, draw});
 }
 
 template <typename scalar_t>
@@ -156,8 +175,8 @@ struct UniformKernel {
       const auto range = static_cast<acc_t>(to - from);
       const auto lo_value = static_cast<scalar_t>(from);
       const auto hi_value = static_cast<scalar_t>(to);
-      fill_random<scalar_t>(iter, gen, [=](const Block& b) {
-        const auto value = static_cast<scalar_t>(uniform01<acc_t>(b) * range + lo);
+      fill_random<scalar_t, kUniformWords<acc_t>>(iter, gen, [=](const Block& b, int w) {
+        const auto value = static_cast<scalar_t>(uniform01<acc_t>(b, w) * range + lo);
         return value == hi_value ? lo_value : value; // rounding to scalar_t may reach `to`
       });
     });
@@ -172,8 +191,8 @@ struct NormalKernel {
       using acc_t = at::dist_acctype<scalar_t>;
       const auto m = static_cast<acc_t>(mean);
       const auto s = static_cast<acc_t>(std);
-      fill_random<scalar_t>(iter, gen, [=](const Block& b) {
-        return static_cast<scalar_t>(at::transformation::normal(standard_normal<acc_t>(b), m, s));
+      fill_random<scalar_t, 2 * kUniformWords<acc_t>>(iter, gen, [=](const Block& b, int w) {
+        return static_cast<scalar_t>(at::transformation::normal(standard_normal<acc_t>(b, w), m, s));
       });
     });
   }
@@ -186,9 +205,9 @@ struct LogNormalKernel {
       using acc_t = at::dist_acctype<scalar_t>;
       const auto m = static_cast<acc_t>(mean);
       const auto s = static_cast<acc_t>(std);
-      fill_random<scalar_t>(iter, gen, [=](const Block& b) {
+      fill_random<scalar_t, 2 * kUniformWords<acc_t>>(iter, gen, [=](const Block& b, int w) {
         return static_cast<scalar_t>(
-            at::transformation::log_normal(at::transformation::normal(standard_normal<acc_t>(b), m, s)));
+            at::transformation::log_normal(at::transformation::normal(standard_normal<acc_t>(b, w), m, s)));
       });
     });
   }
@@ -200,8 +219,8 @@ struct ExponentialKernel {
     AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, iter.dtype(), "exponential_", [&] {
       using acc_t = at::dist_acctype<scalar_t>;
       const auto l = static_cast<acc_t>(lambda);
-      fill_random<scalar_t>(iter, gen, [=](const Block& b) {
-        return static_cast<scalar_t>(at::transformation::exponential(uniform01<acc_t>(b), l));
+      fill_random<scalar_t, kUniformWords<acc_t>>(iter, gen, [=](const Block& b, int w) {
+        return static_cast<scalar_t>(at::transformation::exponential(uniform01<acc_t>(b, w), l));
       });
     });
   }
@@ -211,8 +230,8 @@ template <typename RNG>
 struct GeometricKernel {
   void operator()(at::TensorIteratorBase& iter, double p, std::optional<at::Generator> gen) {
     AT_DISPATCH_ALL_TYPES_AND2(c10::kHalf, c10::kBFloat16, iter.dtype(), "geometric_", [&] {
-      fill_random<scalar_t>(iter, gen, [=](const Block& b) {
-        return static_cast<scalar_t>(at::transformation::geometric(uniform_open<double>(b), p));
+      fill_random<scalar_t, 2>(iter, gen, [=](const Block& b, int w) {
+        return static_cast<scalar_t>(at::transformation::geometric(uniform_open<double>(b, w), p));
       });
     });
   }
@@ -225,8 +244,8 @@ struct CauchyKernel {
       using acc_t = at::dist_acctype<scalar_t>;
       const auto m = static_cast<acc_t>(median);
       const auto s = static_cast<acc_t>(sigma);
-      fill_random<scalar_t>(iter, gen, [=](const Block& b) {
-        return static_cast<scalar_t>(at::transformation::cauchy(uniform_open<acc_t>(b), m, s));
+      fill_random<scalar_t, kUniformWords<acc_t>>(iter, gen, [=](const Block& b, int w) {
+        return static_cast<scalar_t>(at::transformation::cauchy(uniform_open<acc_t>(b, w), m, s));
       });
     });
   }
@@ -236,13 +255,13 @@ template <typename RNG>
 struct RandomKernel {
   void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> gen) {
     AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, iter.dtype(), "random_", [&] {
-      fill_random<scalar_t>(iter, gen, [](const Block& b) {
-        if constexpr (std::is_same_v<scalar_t, double> || std::is_same_v<scalar_t, int64_t>) {
-          return at::transformation::uniform_int<scalar_t>(b.u64(0));
-        } else {
-          return at::transformation::uniform_int<scalar_t>(b.w[0]);
-        }
-      });
+      if constexpr (std::is_same_v<scalar_t, double> || std::is_same_v<scalar_t, int64_t>) {
+        fill_random<scalar_t, 2>(
+            iter, gen, [](const Block& b, int w) { return at::transformation::uniform_int<scalar_t>(b.u64(w)); });
+      } else {
+        fill_random<scalar_t, 1>(
+            iter, gen, [](const Block& b, int w) { return at::transformation::uniform_int<scalar_t>(b.w[w]); });
+      }
     });
   }
 };
@@ -255,11 +274,15 @@ struct RandomFromToKernel {
         iter.dtype(),
         "random_from_to",
         AT_WRAP([&] {
-          const bool wide = kWideRandom<scalar_t> && range >= (uint64_t{1} << 32);
-          fill_random<scalar_t>(iter, gen, [=](const Block& b) {
-            return wide ? at::transformation::uniform_int_from_to<scalar_t>(b.u64(0), range, base)
-                        : at::transformation::uniform_int_from_to<scalar_t>(b.w[0], range, base);
-          });
+          if (kWideRandom<scalar_t> && range >= (uint64_t{1} << 32)) {
+            fill_random<scalar_t, 2>(iter, gen, [=](const Block& b, int w) {
+              return at::transformation::uniform_int_from_to<scalar_t>(b.u64(w), range, base);
+            });
+          } else {
+            fill_random<scalar_t, 1>(iter, gen, [=](const Block& b, int w) {
+              return at::transformation::uniform_int_from_to<scalar_t>(b.w[w], range, base);
+            });
+          }
         }),
         AT_EXPAND(AT_ALL_TYPES),
         c10::kBool,
@@ -272,8 +295,9 @@ struct RandomFromToKernel {
   void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> gen) {
     AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, iter.dtype(), "random_full_range", [&] {
       if constexpr (kWideRandom<scalar_t>) {
-        fill_random<scalar_t>(
-            iter, gen, [](const Block& b) { return at::transformation::uniform_int_full_range<scalar_t>(b.u64(0)); });
+        fill_random<scalar_t, 2>(iter, gen, [](const Block& b, int w) {
+          return at::transformation::uniform_int_full_range<scalar_t>(b.u64(w));
+        });
       } else {
         TORCH_CHECK(false, "random_ over the full 64-bit range handles only int64, double, float and bfloat16");
       }
@@ -286,7 +310,8 @@ struct BernoulliScalarKernel {
   void operator()(const at::TensorBase& self, double p, std::optional<at::Generator> gen) {
     auto iter = at::TensorIterator::borrowing_nullary_op(self);
     AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, iter.dtype(), "bernoulli_", [&] {
-      fill_random<scalar_t>(iter, gen, [=](const Block& b) { return static_cast<scalar_t>(uniform01<double>(b) < p); });
+      fill_random<scalar_t, 2>(
+          iter, gen, [=](const Block& b, int w) { return static_cast<scalar_t>(uniform01<double>(b, w) < p); });
     });
   }
 };
@@ -429,7 +454,8 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   const c10::DeviceGuard guard(input.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, input.scalar_type(), "native_dropout", [&] {
     const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
-    launch_elementwise(make_args<3>(iter, c10::ArrayRef<int>({0, 1, 2})), DropoutLoop<scalar_t>{philox, keep, s});
+    launch_elementwise(
+        make_args<3>(iter, c10::ArrayRef<int>({0, 1, 2})), DropoutLoop<scalar_t>{philox, static_cast<float>(keep), s});
   });
   return {output, mask};
 }

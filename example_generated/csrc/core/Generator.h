@@ -5,9 +5,10 @@
 // (torch.Generator(device="foo")). Like CUDA's, the generator is a counter-based Philox
 // stream: its whole state is a 64-bit seed and a 64-bit offset, so a kernel needs no generator
 // object on the device. The host reserves a range of offsets under the generator's lock and passes
-// seed and offset to the kernel by value; element i of the kernel's output draws from Philox
-// subsequence i at that offset. A real device keeps this file and uses the same seed/offset
-// arguments in its kernels (curand's Philox4_32_10 and at::philox_engine compute the same stream).
+// seed and offset to the kernel by value; the kernel's elements draw from Philox subsequences
+// chosen by their index, at that offset. A real device keeps this file and uses the same
+// seed/offset arguments in its kernels (curand's Philox4_32_10 and at::philox_engine compute the
+// same stream, as CUDA's generator does).
 #pragma once
 
 #include <cstdint>
@@ -23,9 +24,9 @@ struct PhiloxArgs {
   uint64_t seed;
   uint64_t offset;
 
-  // The engine element `index` of the kernel draws from (4 x 32-bit values per offset step).
-  at::philox_engine engine(uint64_t index) const {
-    return at::philox_engine(seed, index, offset);
+  // The engine of Philox subsequence `subsequence` at this offset: 4 x 32 random bits per offset.
+  at::philox_engine engine(uint64_t subsequence) const {
+    return at::philox_engine(seed, subsequence, offset);
   }
 };
 
@@ -47,7 +48,7 @@ class FooGeneratorImpl final : public c10::GeneratorImpl {
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
 
-  // Reserves `increment` offsets (128 random bits each, per element) for one kernel launch and
+  // Reserves `increment` offsets (128 random bits each, per subsequence) for one kernel launch and
   // returns where they start. The caller holds mutex_.
   PhiloxArgs reserve(uint64_t increment);
 
