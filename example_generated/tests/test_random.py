@@ -7,6 +7,7 @@ import multiprocessing
 
 import pytest
 import torch
+import torch.utils.checkpoint
 from torch.testing import assert_close
 
 DEVICE = "foo"
@@ -255,6 +256,23 @@ def test_fork_rng_restores_device_state():
     with torch.random.fork_rng(device_type=DEVICE, devices=range(torch.foo.device_count())):
         inside = torch.rand(8, device=DEVICE)
     assert torch.equal(torch.rand(8, device=DEVICE).cpu(), inside.cpu())
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_activation_checkpointing_recomputes_the_same_dropout(use_reentrant):
+    layer = torch.nn.Linear(8, 8).to(DEVICE)
+
+    def block(x):
+        return torch.nn.functional.dropout(layer(x), 0.5).tanh()
+
+    x = torch.randn(4, 8, device=DEVICE, requires_grad=True)
+    torch.foo.manual_seed(0)
+    block(x).sum().backward()
+    expected = x.grad.cpu()
+    x.grad = None
+    torch.foo.manual_seed(0)
+    torch.utils.checkpoint.checkpoint(block, x, use_reentrant=use_reentrant).sum().backward()
+    assert torch.equal(x.grad.cpu(), expected)
 
 
 def test_torch_manual_seed_seeds_the_device():

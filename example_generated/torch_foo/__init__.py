@@ -73,6 +73,15 @@ def fallback_ops() -> list[str]:
     return list(_C._fallback_ops())
 
 
+def __getattr__(name: str):
+    # torch.utils.checkpoint saves and restores the device's RNG state only when the device module's
+    # `_initialized` is true (torch.cuda._initialized for CUDA): without it, dropout under activation
+    # checkpointing would recompute with other random numbers.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _register() -> None:
     module = sys.modules[__name__]
     if torch._C._get_privateuse1_backend_name() != BACKEND_NAME:
