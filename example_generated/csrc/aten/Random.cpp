@@ -443,7 +443,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
       "native_dropout expects a floating point input, got ",
       input.scalar_type());
   const double scale = keep == 0 ? 0.0 : 1.0 / keep;
-  at::Tensor output = at::empty_like(input, c10::MemoryFormat::Contiguous);
+  at::Tensor output = at::empty_like(input); // the input's layout (channels-last stays so), as on the CPU
   const at::TensorIterator iter = at::TensorIteratorConfig()
                                       .add_output(output)
                                       .add_output(mask)
