@@ -35,6 +35,7 @@ _check_privateuse1_is_free()
 
 from . import _C  # noqa: E402  loads the C++ backend
 from ._utils import _get_device_index  # noqa: E402,F401  torch.serialization looks it up here
+from .amp import get_amp_supported_dtype, is_bf16_supported  # noqa: E402
 from .device import (  # noqa: E402
     _is_in_bad_fork,  # noqa: F401  torch.manual_seed and DataLoader workers look it up here
     current_device,
@@ -60,6 +61,19 @@ from .memory import (  # noqa: E402
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from .ops import bias_gelu  # noqa: E402,F401  (ops.py registers fake kernels and autograd)
+from .random import (  # noqa: E402
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 from .streams import (  # noqa: E402
     Event,
     Stream,
@@ -79,6 +93,15 @@ def fallback_ops() -> list[str]:
     FOO_WARN_FALLBACK=1 to get a warning the first time each one runs.
     """
     return list(_C._fallback_ops())
+
+
+def __getattr__(name: str):
+    # torch.utils.checkpoint saves and restores the device's RNG state only when the device module's
+    # `_initialized` is true (torch.cuda._initialized for CUDA): without it, dropout under activation
+    # checkpointing would recompute with other random numbers.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _register() -> None:
@@ -125,4 +148,20 @@ __all__ = [
     "is_initialized",
     "set_device",
     "synchronize",
+]
+# Training: AMP (amp.py), random numbers (random.py) and custom operators (ops.py).
+__all__ += [
+    "default_generators",
+    "get_amp_supported_dtype",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "is_bf16_supported",
+    "manual_seed",
+    "manual_seed_all",
+    "ops",
+    "seed",
+    "seed_all",
+    "set_rng_state",
+    "set_rng_state_all",
 ]

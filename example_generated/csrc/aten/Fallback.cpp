@@ -4,6 +4,11 @@
 // the rest run here. Each call costs two copies per tensor argument, so a real backend watches
 // which operators land here: torch.foo.fallback_ops() lists them, and
 // FOO_WARN_FALLBACK=1 warns once for each.
+//
+// Random operators that reach the fallback (multinomial, randperm, poisson, ...) must not draw from
+// the CPU's generator: the fallback replaces their generator argument with a fresh CPU generator
+// seeded from the foo generator (the one passed, or the device's default), so they are
+// reproducible under torch.foo.manual_seed and leave torch.get_rng_state() untouched.
 #include "Fallback.h"
 
 #include <algorithm>
@@ -12,7 +17,11 @@
 #include <optional>
 #include <unordered_set>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/library.h>
+
+#include "../core/Device.h"
+#include "../core/Generator.h"
 
 namespace torch_foo {
 namespace {
@@ -67,6 +76,55 @@ void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack& s
   }
 }
 
+bool is_generator(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    return type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+// The device an operator runs on: that of its first foo tensor, else the current device.
+c10::Device device_of(c10::ArrayRef<c10::IValue> arguments) {
+  for (const auto& value : arguments) {
+    if (value.isTensor() && value.toTensor().defined() && value.toTensor().is_privateuseone()) {
+      return value.toTensor().device();
+    }
+    if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList().vec()) {
+        if (t.defined() && t.is_privateuseone()) {
+          return t.device();
+        }
+      }
+    }
+  }
+  return c10::Device(c10::DeviceType::PrivateUse1, current_device());
+}
+
+// Replaces each generator argument with a CPU generator seeded from the foo generator.
+void seed_cpu_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema().arguments();
+  const size_t first = stack->size() - schema.size();
+  for (size_t i = 0; i < schema.size(); ++i) {
+    if (!is_generator(schema[i].type())) {
+      continue;
+    }
+    c10::IValue& value = (*stack)[first + i];
+    std::optional<at::Generator> gen;
+    if (!value.isNone()) {
+      gen = value.toGenerator();
+    }
+    const c10::Device device = device_of(c10::ArrayRef<c10::IValue>(*stack).slice(first));
+    auto* generator = generator_for(gen, device);
+    uint64_t seed = 0;
+    {
+      std::lock_guard<std::mutex> lock(generator->mutex_);
+      at::philox_engine engine = generator->reserve(1).engine(0);
+      seed = (static_cast<uint64_t>(engine()) << 32) | engine();
+    }
+    value = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(seed));
+  }
+}
+
 } // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -80,6 +138,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (first && warn_on_fallback()) {
     TORCH_WARN("foo: ", name, " has no foo kernel and runs on the CPU fallback");
   }
+  seed_cpu_generators(op, stack);
   at::native::cpu_fallback(op, stack);
 }
 
@@ -89,11 +148,18 @@ void route_structured_ops_to_fallback() {
     // Leaked on purpose: the registrations must outlive static destruction.
     auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     auto& dispatcher = c10::Dispatcher::singleton();
-    const auto names = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-    for (const auto& name : names) {
+    auto names = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+    const size_t structured = names.size();
+    const auto generic = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+    names.insert(names.end(), generic.begin(), generic.end());
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto& name = names[i];
       const auto op = dispatcher.findOp(name);
       if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
         continue; // a native kernel exists
+      }
+      if (i >= structured && !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+        continue; // a generic kernel without a CPU counterpart: keep it
       }
       const auto& returns = op->schema().returns();
       const bool returns_view = std::any_of(returns.begin(), returns.end(), [](const c10::Argument& r) {

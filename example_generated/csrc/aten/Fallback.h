@@ -17,6 +17,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // fallback. Without this, their generic kernels (CompositeExplicitAutogradNonFunctional) would
 // allocate an output on the device and call the out= variant through the fallback: an extra copy,
 // and a deprecation warning from operators (mse_loss, ...) whose out= variant resizes its output.
+// Also sends the operators that have both a CPU kernel and a generic decomposition
+// (CompositeExplicitAutograd: layer_norm and group_norm through batch norm, addr, ...) to the CPU
+// kernel, which the emulated device runs as its own: results equal the CPU's, with fewer fallback
+// calls. A device that implements such an operator registers its kernel, which takes precedence.
 // Called once when the Python module loads, after all kernels of this library are registered.
 void route_structured_ops_to_fallback();
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
@@ -73,7 +74,18 @@ void set_value(ElementwiseArgs<NARGS>& args, int slot, T value) {
   std::memcpy(args.values[slot].data(), &value, sizeof(T));
 }
 
-// Device side: calls loop(ptrs, inner_strides, n) over elements [begin, end).
+// Calls the loop on n elements starting at linear index `first`. A loop that takes the index
+// (random kernels: element i draws from Philox subsequence i) gets it as a fourth argument.
+template <typename Loop>
+void call_loop(const Loop& loop, char** ptrs, const int64_t* strides, int64_t n, int64_t first) {
+  if constexpr (std::is_invocable_v<const Loop&, char**, const int64_t*, int64_t, int64_t>) {
+    loop(ptrs, strides, n, first);
+  } else {
+    loop(ptrs, strides, n);
+  }
+}
+
+// Device side: calls loop(ptrs, inner_strides, n[, first_index]) over elements [begin, end).
 template <int NARGS, typename Loop>
 void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, const Loop& loop) {
   const auto& g = args.geometry;
@@ -84,7 +96,7 @@ void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, const L
       ptrs[a] = args.base(a);
     }
     const std::array<int64_t, NARGS> zero{};
-    loop(ptrs.data(), zero.data(), end - begin);
+    call_loop(loop, ptrs.data(), zero.data(), end - begin, begin);
     return;
   }
   c10::SmallVector<int64_t, 6> counter(ndim);
@@ -102,7 +114,7 @@ void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, const L
       ptrs[a] = args.base(a) + offset;
     }
     const int64_t n = std::min(g.shape[0] - counter[0], end - i);
-    loop(ptrs.data(), g.strides[0].data(), n);
+    call_loop(loop, ptrs.data(), g.strides[0].data(), n, i);
     i += n;
     counter[0] += n;
     for (int d = 0; d + 1 < ndim && counter[d] == g.shape[d]; ++d) {

@@ -10,6 +10,7 @@
 #include "Device.h"
 #include "DeviceAllocator.h"
 #include "Exception.h"
+#include "Generator.h"
 #include "HostAllocator.h"
 
 namespace torch_foo {
@@ -72,6 +73,16 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
   // Answers without initialising anything (tensor.is_pinned() on any CPU tensor asks).
   bool isPinnedPtr(const void* data) const override {
     return is_pinned(data);
+  }
+
+  // Random operators without an explicit generator draw from the device's default generator;
+  // torch.Generator(device="foo") asks for a new one (Generator.cpp).
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
+    return default_generator(device_index);
+  }
+
+  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
+    return new_generator(device_index);
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {

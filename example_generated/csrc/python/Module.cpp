@@ -6,6 +6,7 @@
 // that includes pybind11, whose headers are slow to compile.
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
+#include "../core/Generator.h"
 #include "../core/Launch.h"
 #include "../core/Stream.h"
 
@@ -163,4 +165,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_empty_cache", [] { ns::device_allocator()->emptyCache(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_mem_get_info", [](int64_t device) { return ns::device_allocator()->getMemoryInfo(ns::checked(device)); });
+  // A new Python object for the device's default generator; torch_foo.random keeps one per device.
+  m.def("_default_generator", [](int64_t device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(ns::default_generator(ns::checked(device))));
+  });
 }

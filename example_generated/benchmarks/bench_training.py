@@ -1,0 +1,121 @@
+"""Training costs on foo against the same work on the CPU, in one run.
+
+    python benchmarks/bench_training.py
+
+Random numbers: native Philox kernels (rand, randn, dropout) against the CPU generator. Training
+steps: forward, backward and an Adam step of small models, with and without autocast; most of their
+operators still run on the CPU fallback, which the last table lists: the kernels worth writing first.
+"""
+
+import copy
+from functools import partial
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from common import compare, fmt_time, print_table
+
+import torch_foo  # noqa: F401
+
+DEVICE = "foo"
+
+
+def random_costs() -> list[tuple[str, str, str, str]]:
+    rows = []
+    n = 1 << 20
+    cases = {
+        "rand, 1M floats": lambda d: torch.rand(n, device=d),
+        "randn, 1M floats": lambda d: torch.randn(n, device=d),
+        "randint, 1M int64": lambda d: torch.randint(0, 1000, (n,), device=d),
+        "dropout(p=0.1), 1M floats": partial(
+            lambda x, d: F.dropout(x[d], 0.1), {"cpu": torch.ones(n), DEVICE: torch.ones(n, device=DEVICE)}
+        ),
+    }
+    for name, fn in cases.items():
+        cpu, dev, ratio = compare(partial(fn, "cpu"), partial(fn, DEVICE))
+        rows.append((name, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
+    return rows
+
+
+def models():
+    torch.manual_seed(0)
+    return {
+        "MLP 256-512-512-10, batch 64": (
+            nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)),
+            torch.randn(64, 256),
+            torch.randint(0, 10, (64,)),
+        ),
+        "CNN conv-bn-pool x2, batch 16x3x32x32": (
+            nn.Sequential(
+                nn.Conv2d(3, 16, 3, padding=1),
+                nn.BatchNorm2d(16),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(16, 32, 3, padding=1),
+                nn.BatchNorm2d(32),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(32, 10),
+            ),
+            torch.randn(16, 3, 32, 32),
+            torch.randint(0, 10, (16,)),
+        ),
+        "LSTM 2x128, batch 16, 20 steps": (
+            nn.LSTM(64, 128, num_layers=2, batch_first=True),
+            torch.randn(16, 20, 64),
+            torch.randn(16, 20, 128),
+        ),
+        "Transformer layer d=128, batch 8x32": (
+            nn.TransformerEncoderLayer(128, 4, 256, batch_first=True),
+            torch.randn(8, 32, 128),
+            torch.randn(8, 32, 128),
+        ),
+    }
+
+
+def make_step(model, x, target, device, dtype=None):
+    model = copy.deepcopy(model).to(device)
+    x, target = x.to(device), target.to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = F.cross_entropy if target.dtype == torch.int64 else F.mse_loss
+
+    def step():
+        optimizer.zero_grad()
+        with torch.autocast(torch.device(device).type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            out = model(x)
+            out = out[0] if isinstance(out, tuple) else out
+            loss = loss_fn(out.float(), target)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def training_costs() -> list[tuple[str, str, str, str]]:
+    rows = []
+    for name, (model, x, target) in models().items():
+        for label, dtype in (("", None), (", autocast bf16", torch.bfloat16)):
+            cpu, dev, ratio = compare(
+                make_step(model, x, target, "cpu", dtype), make_step(model, x, target, DEVICE, dtype), rounds=5
+            )
+            rows.append((name + label, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
+    return rows
+
+
+def main() -> None:
+    device_name = torch.foo.get_device_name()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {device_name}")
+    print_table("Random numbers (lower ratio is better)", random_costs(), ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"))
+    print_table(
+        "One training step: forward, backward, Adam (lower ratio is better)",
+        training_costs(),
+        ("model", "cpu", DEVICE, f"{DEVICE}/cpu"),
+    )
+    ops = torch.foo.fallback_ops()
+    print(f"\n{len(ops)} operators ran on the CPU fallback during these steps:")
+    print("  " + ", ".join(name.removeprefix("aten::") for name in ops))
+
+
+if __name__ == "__main__":
+    main()

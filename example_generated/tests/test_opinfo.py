@@ -1,0 +1,177 @@
+"""PyTorch's device-generic operator tests on the foo device.
+
+PyTorch describes its operators in an OpInfo database (torch.testing._internal.common_methods_invocations
+.op_db: about 700 entries with sample inputs, supported dtypes and known tolerances) and runs tests
+generated from it on every backend through instantiate_device_type_tests, which knows PrivateUse1
+backends (PrivateUse1TestBase). Like PyTorch's test_compare_cpu, these tests run each sample on the
+device and on the CPU and compare the results; a second test compares the gradients of every
+differentiable output with respect to every input that requires grad.
+
+What runs by default (about two minutes on two cores):
+  - forward: every operator of op_db, in float32, and in int64, bool and bfloat16 where supported;
+  - gradients: every differentiable operator, in float32.
+Set FOO_OPINFO=full to run every dtype each operator supports (much longer).
+Operators that cannot match the CPU (random numbers, uninitialised memory, CUDA-only or sparse
+layouts) are skipped with the reason in SKIP; a failure to investigate would be listed in XFAIL, which
+is strict: an entry that starts passing fails, so the list stays true.
+"""
+
+import itertools
+import os
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops  # noqa: E402
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+from torch.testing._internal.common_utils import TestCase  # noqa: E402
+
+import torch_foo  # noqa: F401  before common_device_type, which looks for the PrivateUse1 backend
+
+FULL = os.environ.get("FOO_OPINFO", "") == "full"
+FORWARD_DTYPES = None if FULL else (torch.float32, torch.int64, torch.bool, torch.bfloat16)
+GRAD_DTYPES = None if FULL else (torch.float32,)
+# Sample inputs per operator and dtype (the first ones: the generators start with the typical cases).
+MAX_SAMPLES = None if FULL else 8
+
+RANDOM = "draws random numbers: the device generator is not the CPU's (tests/test_random.py checks it)"
+UNINITIALISED = "returns uninitialised memory"
+SKIP = {
+    # Random operators and operators whose sample inputs use randomness (dropout, sampling).
+    **dict.fromkeys(
+        [
+            "bernoulli",
+            "cauchy",
+            "exponential",
+            "geometric",
+            "log_normal",
+            "multinomial",
+            "normal",
+            "normal.in_place",
+            "normal.number_mean",
+            "uniform",
+            "rand_like",
+            "randint_like",
+            "randn_like",
+            "nn.functional.alpha_dropout",
+            "nn.functional.dropout",
+            "nn.functional.dropout2d",
+            "nn.functional.dropout3d",
+            "nn.functional.feature_alpha_dropout.with_train",
+            "nn.functional.fractional_max_pool2d",
+            "nn.functional.fractional_max_pool3d",
+            "nn.functional.rrelu",
+            "nn.functional.multi_head_attention_forward",
+            "nn.functional.scaled_dot_product_attention",
+            "svd_lowrank",
+            "pca_lowrank",
+        ],
+        RANDOM,
+    ),
+    **dict.fromkeys(
+        ["empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"], UNINITIALISED
+    ),
+    **dict.fromkeys(
+        [
+            "jiterator_2inputs_2outputs",
+            "jiterator_4inputs_with_extra_args",
+            "jiterator_binary",
+            "jiterator_binary_return_by_ref",
+            "jiterator_unary",
+        ],
+        "jiterator compiles CUDA source at run time: CUDA only",
+    ),
+    **dict.fromkeys(
+        ["to_sparse", "sparse.mm.reduce", "sparse.sampled_addmm"],
+        "sparse layouts: this backend implements strided tensors only (no SparsePrivateUse1 kernels)",
+    ),
+    "as_strided.partial_views": "reads storage outside the input view, which a CPU copy of the view does not contain",
+}
+XFAIL: dict[str, str] = {}
+# Tolerances wider than torch.testing's defaults, per operator and dtype, with the reason.
+TOLERANCE = {
+    ("nn.functional.linear_cross_entropy.chunked_none", torch.bfloat16): (
+        {"atol": 4e-3, "rtol": 2e-2},
+        "a bfloat16 difference of large terms; native bfloat16 arithmetic rounds differently from the CPU's "
+        "vectorised code (PyTorch uses this tolerance for the op on MPS)",
+    ),
+}
+
+
+def op_key(op) -> str:
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def to_cpu_fn():
+    """A function for SampleInput.transform: device tensors to CPU leaves, each tensor once (a tensor used
+    twice in a sample stays one tensor, so gradients accumulate the same way)."""
+    copies = {}
+
+    def to_cpu(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if id(t) not in copies:
+            copies[id(t)] = t.detach().cpu().requires_grad_(t.requires_grad)
+        return copies[id(t)]
+
+    return to_cpu
+
+
+def run(op, sample):
+    return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+
+
+def tensors(tree):
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def tolerance(op, dtype) -> dict:
+    return TOLERANCE.get((op_key(op), dtype), ({}, ""))[0]
+
+
+class TestOpInfo(TestCase):
+    def check(self, op, body):
+        key = op_key(op)
+        if key in SKIP:
+            self.skipTest(SKIP[key])
+        if key not in XFAIL:
+            body()
+            return
+        try:
+            body()
+        except Exception:
+            pytest.xfail(XFAIL[key])
+        self.fail(f"{key} passes now: remove it from XFAIL")
+
+    @ops(op_db, dtypes=OpDTypes.supported, allowed_dtypes=FORWARD_DTYPES)
+    def test_compare_cpu(self, device, dtype, op):
+        def body():
+            for sample in itertools.islice(op.sample_inputs(device, dtype), MAX_SAMPLES):
+                cpu_sample = sample.transform(to_cpu_fn())
+                self.assertEqual(run(op, sample), run(op, cpu_sample), exact_device=False, **tolerance(op, dtype))
+
+        self.check(op, body)
+
+    @ops([op for op in op_db if op.supports_autograd], dtypes=OpDTypes.supported_backward, allowed_dtypes=GRAD_DTYPES)
+    def test_compare_cpu_grad(self, device, dtype, op):
+        def body():
+            for sample in itertools.islice(op.sample_inputs(device, dtype, requires_grad=True), MAX_SAMPLES):
+                cpu_sample = sample.transform(to_cpu_fn())
+                outputs = [t for t in tensors(run(op, sample)) if t.requires_grad]
+                cpu_outputs = [t for t in tensors(run(op, cpu_sample)) if t.requires_grad]
+                self.assertEqual(len(outputs), len(cpu_outputs))
+                inputs = [t for t in tensors([sample.input, sample.args, sample.kwargs]) if t.requires_grad]
+                cpu_inputs = [
+                    t for t in tensors([cpu_sample.input, cpu_sample.args, cpu_sample.kwargs]) if t.requires_grad
+                ]
+                if not outputs or not inputs:
+                    continue
+                grads = [torch.randn_like(t) for t in cpu_outputs]
+                expected = torch.autograd.grad(cpu_outputs, cpu_inputs, grads, allow_unused=True)
+                result = torch.autograd.grad(outputs, inputs, [g.to(device) for g in grads], allow_unused=True)
+                self.assertEqual(result, expected, exact_device=False, **tolerance(op, dtype))
+
+        self.check(op, body)
+
+
+instantiate_device_type_tests(TestOpInfo, globals(), only_for="privateuse1")
