@@ -3,17 +3,18 @@
 import gc
 import os
 
-import pytest
-import torch
+# Strict memory mode: host code cannot read or write device memory, so integration code that
+# dereferences a device pointer crashes in these tests instead of on hardware. The runtime reads its
+# configuration once, on its first call, which `import torch` can already make (autoload imports
+# the backend, and the backend asks for the device count), so this comes before every import.
+os.environ.setdefault("FOO_STRICT_MEMORY", "1")
 
-import torch_foo  # noqa: F401
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_foo  # noqa: E402,F401
 
 DEVICE = "foo"
-
-# Strict memory mode: host code cannot read or write device memory, so integration code that
-# dereferences a device pointer crashes in these tests instead of on hardware. The runtime reads
-# the variable when a device is first used, which is after this line.
-os.environ.setdefault("FOO_STRICT_MEMORY", "1")
 
 
 @pytest.fixture(params=range(torch.foo.device_count()), ids=lambda i: f"{DEVICE}:{i}")

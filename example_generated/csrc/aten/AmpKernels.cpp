@@ -28,7 +28,7 @@ struct UnscaleLoop {
   const float* inv_scale;
   void operator()(char** data, const int64_t* strides, int64_t n) const {
     using opmath_t = at::opmath_type<scalar_t>;
-    const auto factor = static_cast<opmath_t>(*inv_scale);
+    const auto factor = static_cast<opmath_t>(*kernel_address(inv_scale));
     bool non_finite = false;
     for (int64_t i = 0; i < n; ++i) {
       auto* x = reinterpret_cast<scalar_t*>(data[0] + i * strides[0]);
@@ -37,7 +37,8 @@ struct UnscaleLoop {
       *x = static_cast<scalar_t>(factor == opmath_t(1) ? value : value * factor);
     }
     if (non_finite) {
-      std::atomic_ref<float>(*found_inf).store(1.0f, std::memory_order_relaxed); // chunks run in parallel
+      std::atomic_ref<float>(*kernel_address(found_inf))
+          .store(1.0f, std::memory_order_relaxed); // chunks run in parallel
     }
   }
 };
@@ -94,7 +95,8 @@ at::Tensor& update_scale_(
           found = found_inf.const_data_ptr<float>(),
           growth = static_cast<float>(growth_factor),
           backoff = static_cast<float>(backoff_factor),
-          interval = growth_interval]() {
+          interval = growth_interval]() mutable {
+    to_kernel_addresses(scale, tracker, found);
     if (*found != 0.0f) {
       *scale *= backoff;
       *tracker = 0;

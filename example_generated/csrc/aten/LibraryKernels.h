@@ -36,7 +36,7 @@ struct TensorArg {
 
   // Device side: the same memory as a CPU tensor (no copy).
   at::Tensor as_cpu() const {
-    return at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype));
+    return at::from_blob(kernel_address(data), sizes, strides, at::TensorOptions().dtype(dtype));
   }
 };
 

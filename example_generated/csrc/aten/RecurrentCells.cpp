@@ -62,7 +62,8 @@ struct LstmForward {
   scalar_t* workspace; // (batch, 4 * hidden): i, f, g, o after activation
   int64_t batch;
 
-  void operator()() const {
+  void operator()() {
+    to_kernel_addresses(in.input_gates, in.hidden_gates, in.input_bias, in.hidden_bias, cx, hy, cy, workspace);
     using acc_t = at::opmath_type<scalar_t>;
     const int64_t hidden = in.hidden;
     at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
@@ -101,7 +102,8 @@ struct LstmBackward {
   int64_t batch;
   int64_t hidden;
 
-  void operator()() const {
+  void operator()() {
+    to_kernel_addresses(grad_hy, grad_cy, cx, cy, workspace, grad_gates, grad_cx);
     using acc_t = at::opmath_type<scalar_t>;
     at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {
@@ -138,7 +140,8 @@ struct GruForward {
   scalar_t* workspace; // (batch, 5 * hidden): r, z, n, hx, hidden n-gate with bias
   int64_t batch;
 
-  void operator()() const {
+  void operator()() {
+    to_kernel_addresses(in.input_gates, in.hidden_gates, in.input_bias, in.hidden_bias, hx, hy, workspace);
     using acc_t = at::opmath_type<scalar_t>;
     const int64_t hidden = in.hidden;
     at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
@@ -170,7 +173,8 @@ struct GruBackward {
   int64_t batch;
   int64_t hidden;
 
-  void operator()() const {
+  void operator()() {
+    to_kernel_addresses(grad_hy, workspace, grad_input_gates, grad_hidden_gates, grad_hx);
     using acc_t = at::opmath_type<scalar_t>;
     at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {

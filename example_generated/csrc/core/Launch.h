@@ -27,6 +27,13 @@ T* kernel_address(T* ptr) {
   return static_cast<T*>(fooKernelAddress(ptr));
 }
 
+// Inside a kernel: rewrites each pointer in place with its kernel_address() (null stays null), for
+// kernels whose argument block holds several device pointers.
+template <typename... T>
+void to_kernel_addresses(T*&... ptrs) {
+  ((ptrs = kernel_address(ptrs)), ...);
+}
+
 template <typename Body>
 void launch(Body&& body, fooStream_t stream = current_stream()) {
   using Kernel = std::decay_t<Body>;
