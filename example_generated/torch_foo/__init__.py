@@ -14,6 +14,7 @@ device module ``torch.foo`` and generates ``Tensor.foo()``, ``Tensor.is_foo``,
 or reloading it, changes nothing.
 """
 
+import atexit
 import sys
 
 import torch
@@ -118,50 +119,63 @@ def _register() -> None:
 
 _register()
 
+
+def _finish_device_work() -> None:
+    """At interpreter exit, waits for the work still queued on the devices while everything its
+    kernels call into is alive: C++ static destructors run after Python's atexit handlers."""
+    if _is_in_bad_fork():
+        return
+    for index in range(device_count()):
+        if _C._is_initialized(index):
+            try:
+                _C._synchronize(index)
+            except RuntimeError:
+                pass  # a failed kernel: nothing is left to report it to at exit
+
+
+atexit.register(_finish_device_work)
+
 __all__ = [
     "BACKEND_NAME",
-    "Event",
-    "Stream",
-    "StreamContext",
+    "current_device",
     "current_stream",
+    "default_generators",
     "default_stream",
+    "device",
+    "device_count",
+    "device_of",
     "empty_cache",
+    "Event",
+    "fallback_ops",
+    "get_amp_supported_dtype",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "ops",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
-    "set_stream",
-    "stream",
-    "current_device",
-    "device",
-    "device_count",
-    "device_of",
-    "fallback_ops",
-    "get_device_capability",
-    "get_device_name",
-    "get_device_properties",
-    "is_available",
-    "is_initialized",
-    "set_device",
-    "synchronize",
-]
-# Training: AMP (amp.py), random numbers (random.py) and custom operators (ops.py).
-__all__ += [
-    "default_generators",
-    "get_amp_supported_dtype",
-    "get_rng_state",
-    "get_rng_state_all",
-    "initial_seed",
-    "is_bf16_supported",
-    "manual_seed",
-    "manual_seed_all",
-    "ops",
     "seed",
     "seed_all",
+    "set_device",
     "set_rng_state",
     "set_rng_state_all",
+    "set_stream",
+    "Stream",
+    "stream",
+    "StreamContext",
+    "synchronize",
 ]
