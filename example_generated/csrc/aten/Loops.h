@@ -22,6 +22,10 @@
 
 namespace torch_foo {
 
+// Iteration dimensions after TensorIterator coalesced them: size-1 dimensions disappear, so more
+// than 63 would need over 2^63 elements.
+constexpr int kMaxDims = 64;
+
 template <int NARGS>
 struct Geometry {
   int64_t numel = 0;
@@ -56,6 +60,7 @@ ElementwiseArgs<NARGS> make_args(const at::TensorIteratorBase& iter, c10::ArrayR
     row.fill(0);
   }
   TORCH_INTERNAL_ASSERT(static_cast<int64_t>(slots.size()) == iter.ntensors());
+  TORCH_INTERNAL_ASSERT(iter.ndim() <= kMaxDims);
   for (size_t i = 0; i < slots.size(); ++i) {
     const int slot = slots[i];
     args.data[slot] = static_cast<char*>(iter.data_ptr(static_cast<int64_t>(i)));
@@ -74,10 +79,15 @@ void set_value(ElementwiseArgs<NARGS>& args, int slot, T value) {
   std::memcpy(args.values[slot].data(), &value, sizeof(T));
 }
 
-// Calls the loop on n elements starting at linear index `first`. A loop that takes the index
+// The inner loop, type-erased: the iteration code below is compiled once per operand count, not
+// once per kernel (a build-time saving across the dozens of kernels; the cost is one indirect call
+// per run of contiguous elements). A loop that takes the linear index of its first element
 // (random kernels: element i draws from Philox subsequence i) gets it as a fourth argument.
+using LoopFn = void (*)(const void* loop, char** ptrs, const int64_t* strides, int64_t n, int64_t first);
+
 template <typename Loop>
-void call_loop(const Loop& loop, char** ptrs, const int64_t* strides, int64_t n, int64_t first) {
+void call_loop(const void* erased, char** ptrs, const int64_t* strides, int64_t n, int64_t first) {
+  const Loop& loop = *static_cast<const Loop*>(erased);
   if constexpr (std::is_invocable_v<const Loop&, char**, const int64_t*, int64_t, int64_t>) {
     loop(ptrs, strides, n, first);
   } else {
@@ -85,9 +95,9 @@ void call_loop(const Loop& loop, char** ptrs, const int64_t* strides, int64_t n,
   }
 }
 
-// Device side: calls loop(ptrs, inner_strides, n[, first_index]) over elements [begin, end).
-template <int NARGS, typename Loop>
-void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, const Loop& loop) {
+// Device side: calls the loop on (ptrs, inner_strides, n[, first_index]) over elements [begin, end).
+template <int NARGS>
+void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, LoopFn fn, const void* loop) {
   const auto& g = args.geometry;
   const int ndim = static_cast<int>(g.shape.size());
   std::array<char*, NARGS> ptrs;
@@ -96,10 +106,10 @@ void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, const L
       ptrs[a] = args.base(a);
     }
     const std::array<int64_t, NARGS> zero{};
-    call_loop(loop, ptrs.data(), zero.data(), end - begin, begin);
+    fn(loop, ptrs.data(), zero.data(), end - begin, begin);
     return;
   }
-  c10::SmallVector<int64_t, 6> counter(ndim);
+  std::array<int64_t, kMaxDims> counter{};
   int64_t rest = begin;
   for (int d = 0; d < ndim; ++d) {
     counter[d] = rest % g.shape[d];
@@ -114,7 +124,7 @@ void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, const L
       ptrs[a] = args.base(a) + offset;
     }
     const int64_t n = std::min(g.shape[0] - counter[0], end - i);
-    call_loop(loop, ptrs.data(), g.strides[0].data(), n, i);
+    fn(loop, ptrs.data(), g.strides[0].data(), n, i);
     i += n;
     counter[0] += n;
     for (int d = 0; d + 1 < ndim && counter[d] == g.shape[d]; ++d) {
@@ -124,24 +134,28 @@ void run_range(ElementwiseArgs<NARGS>& args, int64_t begin, int64_t end, const L
   }
 }
 
+// Device side: runs the loop over all elements, in parallel chunks for large tensors.
+template <int NARGS>
+void run_elementwise(ElementwiseArgs<NARGS>& args, LoopFn fn, const void* loop) {
+  for (char*& data : args.data) {
+    data = data != nullptr ? kernel_address(data) : nullptr; // device memory as this kernel sees it
+  }
+  constexpr int64_t kGrain = 32768;
+  const int64_t numel = args.geometry.numel;
+  if (numel < 2 * kGrain) {
+    run_range(args, 0, numel, fn, loop);
+  } else {
+    at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) { run_range(args, begin, end, fn, loop); });
+  }
+}
+
 // Launches `loop` over all elements on the current stream.
 template <int NARGS, typename Loop>
 void launch_elementwise(ElementwiseArgs<NARGS> args, Loop loop) {
   if (args.geometry.numel == 0) {
     return;
   }
-  launch([args = std::move(args), loop]() mutable {
-    for (char*& data : args.data) {
-      data = data != nullptr ? kernel_address(data) : nullptr; // device memory as this kernel sees it
-    }
-    constexpr int64_t kGrain = 32768;
-    const int64_t numel = args.geometry.numel;
-    if (numel < 2 * kGrain) {
-      run_range(args, 0, numel, loop);
-    } else {
-      at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) { run_range(args, begin, end, loop); });
-    }
-  });
+  launch([args = std::move(args), loop]() mutable { run_elementwise(args, &call_loop<Loop>, &loop); });
 }
 
 } // namespace torch_foo
