@@ -15,7 +15,12 @@ VARIANTS = checks.variants()
 
 
 def features(answers: dict) -> dict:
-    return {"benchmarks": answers.get("benchmarks", True), "ci": answers.get("ci", "github")}
+    defaults = {"benchmarks": True, "ci": "github", "custom_op": True, "opinfo_tests": True}
+    return {name: answers.get(name, default) for name, default in defaults.items()}
+
+
+def files_mentioning(root, text: str) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and text in p.read_text())
 
 
 @pytest.mark.parametrize("label", VARIANTS)
@@ -33,6 +38,22 @@ def test_variant_renders_what_it_promises(render, label):
     if workflow.exists():
         assert ("benchmarks/bench_ops.py" in workflow.read_text()) == want["benchmarks"]
         assert not checks.actionlint_problems(root)
+    custom_op = [root / "csrc/aten/CustomOps.cpp", root / "torch_foo/ops.py", root / "tests/test_custom_ops.py"]
+    assert [path.exists() for path in custom_op] == [want["custom_op"]] * 3
+    if want["custom_op"]:
+        assert "`csrc/aten/CustomOps.cpp`" in readme and "`torch_foo/ops.py`" in readme
+        assert "from .ops import bias_gelu" in (root / "torch_foo" / "__init__.py").read_text()
+    else:
+        for gone in ("bias_gelu", "CustomOps", "test_custom_ops", "/ops.py", "from .ops", '"ops"'):
+            assert not files_mentioning(root, gone), gone
+    assert (root / "tests" / "test_opinfo.py").exists() == want["opinfo_tests"]
+    if want["opinfo_tests"]:
+        assert "`FOO_OPINFO`" in readme and "`tests/test_opinfo.py`" in readme
+        assert "expecttest" in (root / "pyproject.toml").read_text() and "expecttest" in readme
+    else:
+        # Nothing else uses PyTorch's internal test machinery, so its requirements go with it.
+        for gone in ("OPINFO", "test_opinfo", "torch.testing._internal", "expecttest"):
+            assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
     assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
@@ -45,6 +66,8 @@ def test_defaults_turn_every_feature_on():
         assert questions[name]["default"] != off, f"{name} must default to on: the example shows every feature"
     example = project.EXAMPLE
     assert (example / "benchmarks").is_dir() and (example / ".github" / "workflows" / "ci.yml").is_file()
+    assert (example / "csrc" / "aten" / "CustomOps.cpp").is_file() and (example / "torch_foo" / "ops.py").is_file()
+    assert (example / "tests" / "test_opinfo.py").is_file()
 
 
 def test_every_yes_no_question_is_a_covered_feature():
