@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +20,11 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's dependency
+    import tomli as tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import project  # noqa: E402
@@ -29,12 +35,15 @@ BIN = Path(sysconfig.get_path("scripts"))
 # Feature choices in copier.yml and the answer that turns each one off. The defaults in copier.yml
 # turn everything on (the example shows every feature). A new optional feature adds its question
 # to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
-FEATURES_OFF: dict[str, object] = {"benchmarks": False, "ci": "none"}
+FEATURES_OFF: dict[str, object] = {"benchmarks": False, "ci": "none", "custom_op": False, "opinfo_tests": False}
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code
-# and run the same tests, so one build and test run covers both (see build_inputs_digest).
+# and run the same tests, so one build and test run covers both (see test_inputs_digest).
 NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-config.yaml", "benchmarks")
+# Paths only the test suite reads. Two renders that differ only here share one compiled extension,
+# and each runs its own tests against it (see build_inputs_digest).
+TEST_ONLY_INPUTS = ("tests",)
 
 
 def tool(name: str) -> str:
@@ -52,14 +61,35 @@ def variants() -> dict[str, dict[str, object]]:
     return result
 
 
-def build_inputs_digest(root: Path) -> str:
-    """A digest of every file of a project that the build or the test suite reads."""
+def _content(root: Path, path: Path) -> bytes:
+    """What the build reads of a file. Of pyproject.toml that is everything but the dependency lists:
+    project.build installs with --no-deps, so lists such as the test extras never change a build."""
+    if path == Path("pyproject.toml"):
+        config = tomllib.loads((root / path).read_text())
+        for key in ("dependencies", "optional-dependencies"):
+            config.get("project", {}).pop(key, None)
+        return json.dumps(config, sort_keys=True).encode()
+    return (root / path).read_bytes()
+
+
+def _digest(root: Path, include) -> str:
     digest = hashlib.sha256()
     for path in sorted(project.tree(root)):
-        if path.parts[0] in NOT_BUILD_INPUTS:
-            continue
-        digest.update(str(path).encode() + b"\0" + (root / path).read_bytes() + b"\0")
+        if path.parts[0] not in NOT_BUILD_INPUTS and include(path):
+            digest.update(str(path).encode() + b"\0" + _content(root, path) + b"\0")
     return digest.hexdigest()
+
+
+def build_inputs_digest(root: Path) -> str:
+    """A digest of every file of a project that the build reads (the C++ sources, setup.py, the
+    package): renders with equal digests compile the same extension."""
+    return _digest(root, lambda path: path.parts[0] not in TEST_ONLY_INPUTS)
+
+
+def test_inputs_digest(root: Path) -> str:
+    """A digest of every file that the build or the test suite reads: renders with equal digests
+    compile the same extension and run the same tests, so one test run covers them all."""
+    return _digest(root, lambda path: True)
 
 
 def ruff_problems() -> list[str]:
@@ -140,13 +170,20 @@ def main() -> int:
         return result.returncode
     if args.command == "variants":
         with tempfile.TemporaryDirectory() as tmp:
-            seen: dict[str, str] = {}
+            builds: dict[str, str] = {}
+            tests: dict[str, str] = {}
             for label, answers in variants().items():
                 root = project.render(Path(tmp) / label.replace(" ", "-"), {"backend_name": "foo", **answers})
-                digest = build_inputs_digest(root)
-                shared = f"same build as {seen[digest]}" if digest in seen else "own build"
-                seen.setdefault(digest, label)
-                print(f"{label:20} {answers or '(defaults)'}  {shared}")
+                build, test = build_inputs_digest(root), test_inputs_digest(root)
+                if test in tests:
+                    shared = f"same build and tests as {tests[test]}"
+                elif build in builds:
+                    shared = f"build of {builds[build]}, own test run"
+                else:
+                    shared = "own build and test run"
+                builds.setdefault(build, label)
+                tests.setdefault(test, label)
+                print(f"{label:18} {shared:42} {answers or '(defaults)'}")
                 shutil.rmtree(root)
     return 0
 

@@ -137,9 +137,33 @@ def build(project: Path, jobs: int | None = None) -> Path:
     return python
 
 
-def run_tests(project: Path, *pytest_args: str) -> int:
-    python = make_env(project)
+def reuse_build(built: Path, project: Path) -> Path:
+    """Gives `project` the compiled extension of `built`, a project built from the same build inputs
+    (scripts/checks.py build_inputs_digest: equal C++ sources, setup.py and package, so the same
+    binary), instead of compiling it again; returns the interpreter to test `project` with: the
+    environment of `built`, whose installed entry points name the same modules. run_tests puts
+    `project` first on the module path, so its package (with the copied extension) is the one imported."""
+    for path in compiled_files(built):
+        target = project / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built / path, target)
+    return built / ".venv" / "bin" / "python"
+
+
+def compiled_files(root: Path) -> list[Path]:
+    """The compiled extension modules a build put into the project's tree (beside its package, for
+    the editable install), relative to root; not those in its environment or build/ directory."""
+    found = (path.relative_to(root) for path in root.rglob("*.so") if path.is_file())
+    return sorted(path for path in found if path.parts[0] not in BUILD_ARTIFACTS)
+
+
+def run_tests(project: Path, *pytest_args: str, python: Path | None = None) -> int:
+    """Runs the project's test suite with its own environment, or with `python` (see reuse_build)."""
     env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    if python is None:
+        python = make_env(project)
+    else:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project), env.get("PYTHONPATH")) if p)
     return subprocess.run([str(python), "-m", "pytest", "-q", *pytest_args], cwd=project, env=env).returncode
 
 

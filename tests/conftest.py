@@ -34,19 +34,32 @@ def render(tmp_path):
 
 
 class Builds:
-    """Builds a rendered project and runs its test suite once per set of build inputs: renders whose
-    compiled code and tests are identical (checks.build_inputs_digest) share one build."""
+    """Builds rendered projects and runs their test suites, each only once per set of inputs:
+    renders whose compiled code and tests are identical (checks.test_inputs_digest) share one test
+    run, and renders whose compiled code is identical (checks.build_inputs_digest) but whose tests
+    differ share one build, each running its own tests against it (project.reuse_build)."""
 
     def __init__(self):
-        self.results: dict[str, tuple[bool, str]] = {}
+        self.built: dict[str, tuple[Path, str]] = {}  # build digest -> (built project, its label)
+        self.results: dict[str, tuple[bool, str]] = {}  # test digest -> (passed, what ran)
 
     def build_and_test(self, path: Path, label: str) -> tuple[bool, str]:
-        """(passed, label of the build that ran) for the project at path."""
-        digest = checks.build_inputs_digest(path)
-        if digest not in self.results:
-            project.build(path, jobs=2)
-            self.results[digest] = (project.run_tests(path) == 0, label)
-        return self.results[digest]
+        """(passed, label of the build and test run) for the project at path."""
+        tests = checks.test_inputs_digest(path)
+        if tests not in self.results:
+            build = checks.build_inputs_digest(path)
+            if build in self.built:
+                built, built_label = self.built[build]
+                python = project.reuse_build(built, path)
+                self.results[tests] = (
+                    project.run_tests(path, python=python) == 0,
+                    f"{label} on the build of {built_label}",
+                )
+            else:
+                project.build(path, jobs=2)
+                self.built[build] = (path, label)
+                self.results[tests] = (project.run_tests(path) == 0, label)
+        return self.results[tests]
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ def test_added_by_the_user():
     assert (torch.ones(3, device="my_npu") * 2).sum().item() == 6
 """
 USER_README = "\n## Our lab notes\n\nBuilt nightly on the lab machine.\n"
+USER_INIT = "\n\n# Our lab's addition.\nLAB_BUILD = True\n"
 MIGRATION = (
     "_migrations:\n"
     "  - version: v0.2.0\n"
@@ -157,21 +158,40 @@ def test_update_moves_an_unedited_file(template_repo, tmp_path):
 
 def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
     project = generate(template_repo, tmp_path / "project", "v0.2.0")
+    package = project / f"torch_{NAME}"
     with (project / "README.md").open("a") as readme:
         readme.write(USER_README)
+    with (package / "__init__.py").open("a") as init:
+        init.write(USER_INIT)
     commit_all(project, "Our changes")
 
-    update(project, "v0.2.0", benchmarks=False, ci="none")
+    update(project, "v0.2.0", benchmarks=False, ci="none", custom_op=False, opinfo_tests=False)
     assert not (project / "benchmarks").exists() and not (project / ".github").exists()
+    assert not (project / "csrc" / "aten" / "CustomOps.cpp").exists() and not (package / "ops.py").exists()
+    assert not (project / "tests" / "test_custom_ops.py").exists()
+    assert not (project / "tests" / "test_opinfo.py").exists()
+    init = (package / "__init__.py").read_text()
+    assert "from .ops import" not in init and USER_INIT in init, "the import goes, the user's lines stay"
     readme = (project / "README.md").read_text()
     assert "`benchmarks/bench_ops.py`" not in readme and USER_README in readme
+    assert (
+        "bias_gelu" not in readme
+        and "expecttest" not in readme
+        and "expecttest" not in (project / "pyproject.toml").read_text()
+    )
     assert_nothing_in_conflict(project)
-    commit_all(project, "No benchmarks, no CI")
+    commit_all(project, "No benchmarks, no CI, no example operator, no OpInfo tests")
 
-    update(project, "v0.2.0", benchmarks=True, ci="github")
+    update(project, "v0.2.0", benchmarks=True, ci="github", custom_op=True, opinfo_tests=True)
     assert (project / "benchmarks" / "bench_ops.py").exists()
     assert (project / ".github" / "workflows" / "ci.yml").exists()
-    assert "`benchmarks/bench_ops.py`" in (project / "README.md").read_text()
+    assert (project / "csrc" / "aten" / "CustomOps.cpp").exists() and (package / "ops.py").exists()
+    assert (project / "tests" / "test_custom_ops.py").exists() and (project / "tests" / "test_opinfo.py").exists()
+    init = (package / "__init__.py").read_text()
+    assert "from .ops import bias_gelu" in init and USER_INIT in init
+    compile(init, "__init__.py", "exec")
+    readme = (project / "README.md").read_text()
+    assert "`benchmarks/bench_ops.py`" in readme and "`csrc/aten/CustomOps.cpp`" in readme and USER_README in readme
     assert_nothing_in_conflict(project)
 
 

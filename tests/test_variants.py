@@ -1,7 +1,10 @@
 """Feature choices: every class of combination (everything, minimal, each option off alone) renders
 what it promises, passes the generated project's formatters and linters, and builds and passes its
-own test suite. Variants whose compiled code and tests are identical share one build (see
-checks.build_inputs_digest); a feature that changes C++ or tests gets its own build automatically."""
+own test suite. Variants whose compiled code and tests are identical share one test run
+(checks.test_inputs_digest); variants whose compiled code is identical share one build and run their
+own tests against it (checks.build_inputs_digest); a feature that changes C++ gets its own build."""
+
+from pathlib import Path
 
 import pytest
 import yaml
@@ -15,7 +18,12 @@ VARIANTS = checks.variants()
 
 
 def features(answers: dict) -> dict:
-    return {"benchmarks": answers.get("benchmarks", True), "ci": answers.get("ci", "github")}
+    defaults = {"benchmarks": True, "ci": "github", "custom_op": True, "opinfo_tests": True}
+    return {name: answers.get(name, default) for name, default in defaults.items()}
+
+
+def files_mentioning(root, text: str) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and text in p.read_text())
 
 
 @pytest.mark.parametrize("label", VARIANTS)
@@ -33,6 +41,22 @@ def test_variant_renders_what_it_promises(render, label):
     if workflow.exists():
         assert ("benchmarks/bench_ops.py" in workflow.read_text()) == want["benchmarks"]
         assert not checks.actionlint_problems(root)
+    custom_op = [root / "csrc/aten/CustomOps.cpp", root / "torch_foo/ops.py", root / "tests/test_custom_ops.py"]
+    assert [path.exists() for path in custom_op] == [want["custom_op"]] * 3
+    if want["custom_op"]:
+        assert "`csrc/aten/CustomOps.cpp`" in readme and "`torch_foo/ops.py`" in readme
+        assert "from .ops import bias_gelu" in (root / "torch_foo" / "__init__.py").read_text()
+    else:
+        for gone in ("bias_gelu", "CustomOps", "test_custom_ops", "/ops.py", "from .ops", '"ops"'):
+            assert not files_mentioning(root, gone), gone
+    assert (root / "tests" / "test_opinfo.py").exists() == want["opinfo_tests"]
+    if want["opinfo_tests"]:
+        assert "`FOO_OPINFO`" in readme and "`tests/test_opinfo.py`" in readme
+        assert "expecttest" in (root / "pyproject.toml").read_text() and "expecttest" in readme
+    else:
+        # Nothing else uses PyTorch's internal test machinery, so its requirements go with it.
+        for gone in ("OPINFO", "test_opinfo", "torch.testing._internal", "expecttest"):
+            assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
     assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
@@ -45,6 +69,8 @@ def test_defaults_turn_every_feature_on():
         assert questions[name]["default"] != off, f"{name} must default to on: the example shows every feature"
     example = project.EXAMPLE
     assert (example / "benchmarks").is_dir() and (example / ".github" / "workflows" / "ci.yml").is_file()
+    assert (example / "csrc" / "aten" / "CustomOps.cpp").is_file() and (example / "torch_foo" / "ops.py").is_file()
+    assert (example / "tests" / "test_opinfo.py").is_file()
 
 
 def test_every_yes_no_question_is_a_covered_feature():
@@ -55,15 +81,50 @@ def test_every_yes_no_question_is_a_covered_feature():
 
 
 def test_shared_builds_are_decided_by_content(tmp_path):
-    """The build digest ignores only what builds and tests never read."""
+    """The test digest ignores only what builds and tests never read; the build digest also ignores
+    the tests and the dependency lists of pyproject.toml (builds install with --no-deps)."""
 
-    def digest(label, **answers):
-        return checks.build_inputs_digest(project.render(tmp_path / label, {"backend_name": "foo", **answers}))
+    def digests(label, **answers):
+        root = project.render(tmp_path / label, {"backend_name": "foo", **answers})
+        return checks.build_inputs_digest(root), checks.test_inputs_digest(root)
 
-    everything = digest("everything")
-    assert digest("minimal", benchmarks=False, ci="none") == everything
-    assert digest("three-devices", device_count=3) != everything
-    assert digest("npu", backend_name="npu") != everything
+    everything = digests("everything")
+    assert digests("no-extras", benchmarks=False, ci="none") == everything
+    assert digests("three-devices", device_count=3)[0] != everything[0]
+    assert digests("npu", backend_name="npu")[0] != everything[0]
+    no_opinfo = digests("no-opinfo", opinfo_tests=False)
+    assert no_opinfo[0] == everything[0] and no_opinfo[1] != everything[1], "tests change, the build is reused"
+    no_custom_op = digests("no-custom-op", custom_op=False)
+    assert no_custom_op[0] != everything[0], "a C++ file less is another build"
+    minimal = digests("minimal", **checks.FEATURES_OFF)
+    assert minimal[0] == no_custom_op[0] and minimal[1] != no_custom_op[1]
+
+
+def test_build_digest_ignores_only_dependency_lists_of_pyproject(tmp_path):
+    root = project.render(tmp_path / "foo", {"backend_name": "foo"})
+    before = checks.build_inputs_digest(root), checks.test_inputs_digest(root)
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text()
+    pyproject.write_text(text.replace('test = ["pytest"', 'test = ["pytest", "hypothesis"'))
+    assert (checks.build_inputs_digest(root), checks.test_inputs_digest(root)) == before
+    pyproject.write_text(text.replace("[tool.setuptools]", "[tool.setuptools]\nzip-safe = false"))
+    assert checks.build_inputs_digest(root) != before[0]
+    pyproject.write_text(text)
+    (root / "tests" / "test_extra.py").write_text("def test_more():\n    pass\n")
+    assert checks.build_inputs_digest(root) == before[0] and checks.test_inputs_digest(root) != before[1]
+
+
+def test_a_reused_build_gives_the_project_its_compiled_extension(tmp_path):
+    built, reuser = tmp_path / "built", tmp_path / "reuser"
+    extension = Path("torch_foo", "_C.cpython-311-x86_64-linux-gnu.so")
+    for path in (extension, Path("build/lib/torch_foo/_C.so"), Path(".venv/lib/site-packages/other.so")):
+        (built / path).parent.mkdir(parents=True, exist_ok=True)
+        (built / path).write_bytes(b"compiled " + str(path).encode())
+    (reuser / "torch_foo").mkdir(parents=True)
+    python = project.reuse_build(built, reuser)
+    assert python == built / ".venv" / "bin" / "python"
+    assert sorted(p.relative_to(reuser) for p in reuser.rglob("*.so")) == [extension]
+    assert (reuser / extension).read_bytes() == (built / extension).read_bytes()
 
 
 @pytest.mark.slow
