@@ -9,6 +9,8 @@ docs/build-speed.md in the template repository explains where the build's time g
 """
 
 import os
+import sys
+import sysconfig
 
 # Building imports torch; never let torch autoload a previous (maybe stale) build of this backend.
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
@@ -36,6 +38,12 @@ LIGHT_FLAGS = [] if DEBUG else ["-O1"]
 class BuildExtensionPerFileFlags(BuildExtension):
     """torch's BuildExtension compiles all sources with one set of flags (one ninja file); this one runs
     ninja a second time, in its own build directory, for LIGHT_SOURCES with LIGHT_FLAGS appended."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        # pip install -e compiles in a fresh temporary directory each time; keep the objects where
+        # `setup.py build_ext --inplace` keeps them, so that both recompile only what changed.
+        self.build_temp = str(ROOT / "build" / f"temp.{sysconfig.get_platform()}-{sys.implementation.cache_tag}")
 
     def build_extension(self, ext):
         compile_all = self.compiler.compile
