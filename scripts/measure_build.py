@@ -1,18 +1,20 @@
 """Measure how long it takes to render, build cold, and rebuild a rendered backend.
 
-    python scripts/measure_build.py [--name foo] [--jobs 2]
+    python scripts/measure_build.py [--name foo] [--jobs 2] [VAR=VALUE ...]
 
 Prints: render time (median of 5), cold build with N parallel jobs (both the plain extension build
-and the full `pip install --no-build-isolation -e .`), the rebuild after editing one kernel file
-(build_ext reuses ninja's objects; pip builds in a fresh directory every time), and the slowest
-translation units. These are wall-clock figures on a shared machine: compare them with each other
-and with the issue's targets, and run the script twice before trusting a number.
+and the full `pip install --no-build-isolation -e .`), the rebuild after editing one kernel file, and
+the slowest translation units. Each build line shows wall-clock time and the CPU time of all the
+processes it ran (compilers, linker, setup.py): wall time on a shared machine depends on what else
+runs (check `uptime`), CPU time much less, so compare changes by CPU time and read wall time against
+the issue's targets. Arguments VAR=VALUE set the builds' environment, e.g. `TORCH_FOO_PCH=0`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,18 +31,27 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def run(cmd: list[str], cwd: Path, jobs: int) -> None:
-    env = {**os.environ, "MAX_JOBS": str(jobs), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(cmd: list[str], cwd: Path, jobs: int, settings: dict[str, str]) -> tuple[float, float]:
+    """Runs a build; returns (wall seconds, CPU seconds of every process it started)."""
+    env = {**os.environ, "MAX_JOBS": str(jobs), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **settings}
+    cpu = children_cpu()
+    wall = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - wall, children_cpu() - cpu
 
 
-def compile_cpu_seconds(project_dir: Path) -> dict[str, float]:
-    """Per-file compile times from ninja's log of the last build_ext run."""
-    logs = list((project_dir / "build").glob("temp*/.ninja_log"))
+def compile_seconds(project_dir: Path) -> dict[str, float]:
+    """Per-file compile times (wall) from the ninja logs of the last build_ext run."""
     times: dict[str, float] = {}
-    for line in logs[0].read_text().splitlines()[1:] if logs else []:
-        start, end, _, output, _ = line.split("\t")
-        times[output.split("/csrc/", 1)[-1]] = (int(end) - int(start)) / 1000
+    for log in (project_dir / "build").rglob(".ninja_log"):
+        for line in log.read_text().splitlines()[1:]:
+            start, end, _, output, _ = line.split("\t")
+            times[output.split("/csrc/", 1)[-1]] = (int(end) - int(start)) / 1000
     return times
 
 
@@ -48,7 +59,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="foo")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("settings", nargs="*", metavar="VAR=VALUE", help="environment for the builds")
     args = parser.parse_args()
+    settings = dict(item.split("=", 1) for item in args.settings)
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -60,34 +73,36 @@ def main() -> None:
         python = project.make_env(dest)
 
         build_ext = [str(python), "setup.py", "build_ext", "--inplace"]
-        cold_ext = timed(lambda: run(build_ext, dest, args.jobs))
-        cpu = compile_cpu_seconds(dest)
+        cold_ext = run(build_ext, dest, args.jobs, settings)
+        per_tu = compile_seconds(dest)
         kernel = dest / "csrc" / "aten" / "Elementwise.cpp"
         kernel.write_text(kernel.read_text() + "\n// edited\n")
-        incremental_ext = timed(lambda: run(build_ext, dest, args.jobs))
+        incremental_ext = run(build_ext, dest, args.jobs, settings)
 
         shutil.rmtree(dest / "build")
         for so in dest.rglob("*.so"):
             so.unlink()
         pip = [str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "-e", "."]
-        cold_pip = timed(lambda: run(pip, dest, args.jobs))
+        cold_pip = run(pip, dest, args.jobs, settings)
         kernel.write_text(kernel.read_text() + "// edited again\n")
-        incremental_pip = timed(lambda: run(pip, dest, args.jobs))
+        incremental_pip = run(pip, dest, args.jobs, settings)
 
     rows = [
-        ("render (median of 5)", statistics.median(renders)),
         (f"cold build, setup.py build_ext --inplace, {args.jobs} jobs", cold_ext),
         (f"cold build, pip install --no-build-isolation -e ., {args.jobs} jobs", cold_pip),
         ("rebuild after editing csrc/aten/Elementwise.cpp, build_ext", incremental_ext),
         ("rebuild after editing csrc/aten/Elementwise.cpp, pip install -e", incremental_pip),
-        ("compiler CPU time summed over translation units (cold build)", sum(cpu.values())),
     ]
     width = max(len(r[0]) for r in rows)
-    print(f"backend {args.name!r}, {os.cpu_count()} cores")
-    for label, seconds in rows:
-        print(f"  {label.ljust(width)}  {seconds:6.1f} s")
+    print(f"backend {args.name!r}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"  {'render (median of 5)'.ljust(width)}  {statistics.median(renders):6.1f} s")
+    print(f"  {''.ljust(width)}  {'wall':>6}   {'CPU':>6}")
+    for label, (wall, cpu) in rows:
+        print(f"  {label.ljust(width)}  {wall:6.1f} s {cpu:6.1f} s")
+    label = "compile wall seconds summed over translation units (ninja log)"
+    print(f"  {label.ljust(width)}  {sum(per_tu.values()):6.1f} s")
     print("slowest translation units (wall seconds while compiling, cold build):")
-    for name, seconds in sorted(cpu.items(), key=lambda item: -item[1])[:8]:
+    for name, seconds in sorted(per_tu.items(), key=lambda item: -item[1])[:8]:
         print(f"  {name.ljust(width)}  {seconds:6.1f} s")
 
 

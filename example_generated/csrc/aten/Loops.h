@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <new>
 #include <type_traits>
 
 #include <ATen/Parallel.h>
@@ -87,7 +88,7 @@ using LoopFn = void (*)(const void* loop, char** ptrs, const int64_t* strides, i
 
 template <typename Loop>
 void call_loop(const void* erased, char** ptrs, const int64_t* strides, int64_t n, int64_t first) {
-  const Loop& loop = *static_cast<const Loop*>(erased);
+  const Loop& loop = *std::launder(static_cast<const Loop*>(erased)); // the bytes copied at launch
   if constexpr (std::is_invocable_v<const Loop&, char**, const int64_t*, int64_t, int64_t>) {
     loop(ptrs, strides, n, first);
   } else {
@@ -149,13 +150,34 @@ void run_elementwise(ElementwiseArgs<NARGS>& args, LoopFn fn, const void* loop) 
   }
 }
 
+// The kernel's argument block: the geometry, the operand pointers, the inner loop's function and the
+// loop object itself as bytes (its parameters: an alpha, a Philox seed and offset), copied by value
+// at launch as a device copies kernel parameters. With one block type per operand count, the launch
+// code (Launch.h) compiles once per operand count instead of once per loop type.
+constexpr size_t kMaxLoopBytes = 64;
+
+template <int NARGS>
+struct ElementwiseKernel {
+  ElementwiseArgs<NARGS> args;
+  LoopFn fn;
+  alignas(16) unsigned char loop[kMaxLoopBytes];
+
+  void operator()() {
+    run_elementwise(args, fn, loop);
+  }
+};
+
 // Launches `loop` over all elements on the current stream.
 template <int NARGS, typename Loop>
-void launch_elementwise(ElementwiseArgs<NARGS> args, Loop loop) {
+void launch_elementwise(ElementwiseArgs<NARGS> args, const Loop& loop) {
+  static_assert(std::is_trivially_copyable_v<Loop>, "a loop is copied as bytes into the argument block");
+  static_assert(sizeof(Loop) <= kMaxLoopBytes && alignof(Loop) <= 16, "loop parameters exceed kMaxLoopBytes");
   if (args.geometry.numel == 0) {
     return;
   }
-  launch([args = std::move(args), loop]() mutable { run_elementwise(args, &call_loop<Loop>, &loop); });
+  ElementwiseKernel<NARGS> kernel{std::move(args), &call_loop<Loop>, {}};
+  std::memcpy(kernel.loop, &loop, sizeof(Loop));
+  launch(std::move(kernel));
 }
 
 } // namespace torch_foo

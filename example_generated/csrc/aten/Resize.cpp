@@ -5,6 +5,9 @@
 // torch.load and Storage-based construction use it. Growing a storage allocates a new device
 // block and copies the old bytes on the device (DeviceAllocator.cpp), never through the host.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#ifndef AT_PER_OPERATOR_HEADERS
+#define AT_PER_OPERATOR_HEADERS // ATen/native/Resize.h: per-operator headers, not ATen/NativeFunctions.h (2 s)
+#endif
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
