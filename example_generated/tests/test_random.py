@@ -300,4 +300,6 @@ def test_spawned_child_uses_the_device_and_its_seed():
     x = torch.randn(6, device=DEVICE)
     expected = (torch.nn.functional.dropout(x, 0.5) + x).cpu().tolist()
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        assert pool.apply(_seeded_draws_in_child, (77,)) == expected
+        # A child that cannot import the backend (a build_ext --inplace build that was never installed)
+        # is restarted by the pool forever: fail after a bound instead of hanging.
+        assert pool.apply_async(_seeded_draws_in_child, (77,)).get(timeout=120) == expected
