@@ -262,6 +262,32 @@ const scalar_t* maybe_data(const at::Tensor& t) {
   return t.defined() ? t.const_data_ptr<scalar_t>() : nullptr;
 }
 
+// The gate operands of a forward cell, contiguous, and the kernel's view of them.
+struct CellOperands {
+  at::Tensor input_gates, hidden_gates, input_bias, hidden_bias; // biases may be undefined
+
+  CellOperands(
+      const at::Tensor& ig,
+      const at::Tensor& hg,
+      const std::optional<at::Tensor>& ib,
+      const std::optional<at::Tensor>& hb)
+      : input_gates(ig.contiguous()),
+        hidden_gates(hg.contiguous()),
+        input_bias(contiguous_bias(ib, ig)),
+        hidden_bias(contiguous_bias(hb, ig)) {}
+
+  template <typename scalar_t>
+  GateInputs<scalar_t> gate_inputs(int64_t gates, int64_t hidden) const {
+    return {
+        input_gates.const_data_ptr<scalar_t>(),
+        hidden_gates.const_data_ptr<scalar_t>(),
+        maybe_data<scalar_t>(input_bias),
+        maybe_data<scalar_t>(hidden_bias),
+        gates,
+        hidden};
+  }
+};
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(
     const at::Tensor& input_gates,
     const at::Tensor& hidden_gates,
@@ -270,26 +296,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(
     const std::optional<at::Tensor>& hidden_bias) {
   check_cell(input_gates, hidden_gates, input_bias, hidden_bias, 4, cx);
   const c10::DeviceGuard guard(input_gates.device());
-  const at::Tensor ig = input_gates.contiguous();
-  const at::Tensor hg = hidden_gates.contiguous();
+  const CellOperands operands(input_gates, hidden_gates, input_bias, hidden_bias);
   const at::Tensor c = cx.contiguous();
-  const at::Tensor ib = contiguous_bias(input_bias, ig);
-  const at::Tensor hb = contiguous_bias(hidden_bias, ig);
-  at::Tensor workspace = at::empty_like(ig, c10::MemoryFormat::Contiguous);
+  at::Tensor workspace = at::empty_like(operands.input_gates, c10::MemoryFormat::Contiguous);
   at::Tensor hy = at::empty_like(c, c10::MemoryFormat::Contiguous);
   at::Tensor cy = at::empty_like(c, c10::MemoryFormat::Contiguous);
   if (hy.numel() > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, ig.scalar_type(), "_thnn_fused_lstm_cell", [&] {
-      const GateInputs<scalar_t> in{
-          ig.const_data_ptr<scalar_t>(),
-          hg.const_data_ptr<scalar_t>(),
-          maybe_data<scalar_t>(ib),
-          maybe_data<scalar_t>(hb),
-          4,
-          c.size(1)};
+    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, c.scalar_type(), "_thnn_fused_lstm_cell", [&] {
       launch(
           LstmForward<scalar_t>{
-              in,
+              operands.gate_inputs<scalar_t>(4, c.size(1)),
               c.const_data_ptr<scalar_t>(),
               hy.mutable_data_ptr<scalar_t>(),
               cy.mutable_data_ptr<scalar_t>(),
@@ -354,25 +370,15 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(
     const std::optional<at::Tensor>& hidden_bias) {
   check_cell(input_gates, hidden_gates, input_bias, hidden_bias, 3, hx);
   const c10::DeviceGuard guard(input_gates.device());
-  const at::Tensor ig = input_gates.contiguous();
-  const at::Tensor hg = hidden_gates.contiguous();
+  const CellOperands operands(input_gates, hidden_gates, input_bias, hidden_bias);
   const at::Tensor h = hx.contiguous();
-  const at::Tensor ib = contiguous_bias(input_bias, ig);
-  const at::Tensor hb = contiguous_bias(hidden_bias, ig);
   at::Tensor hy = at::empty_like(h, c10::MemoryFormat::Contiguous);
   at::Tensor workspace = at::empty({h.size(0), 5 * h.size(1)}, h.options());
   if (hy.numel() > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, ig.scalar_type(), "_thnn_fused_gru_cell", [&] {
-      const GateInputs<scalar_t> in{
-          ig.const_data_ptr<scalar_t>(),
-          hg.const_data_ptr<scalar_t>(),
-          maybe_data<scalar_t>(ib),
-          maybe_data<scalar_t>(hb),
-          3,
-          h.size(1)};
+    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, h.scalar_type(), "_thnn_fused_gru_cell", [&] {
       launch(
           GruForward<scalar_t>{
-              in,
+              operands.gate_inputs<scalar_t>(3, h.size(1)),
               h.const_data_ptr<scalar_t>(),
               hy.mutable_data_ptr<scalar_t>(),
               workspace.mutable_data_ptr<scalar_t>(),
