@@ -54,30 +54,23 @@ def test_matmuls_and_convolutions_run_in_lower_precision(dtype, device):
 
 @pytest.mark.parametrize("dtype", LOW)
 def test_precision_sensitive_ops_run_in_float32(dtype):
+    ops = {
+        "softmax": lambda h, t: torch.softmax(h, dim=1),
+        "log_softmax": lambda h, t: F.log_softmax(h, dim=1),
+        "exp": lambda h, t: torch.exp(h),
+        "sum": lambda h, t: torch.sum(h),
+        "layer_norm": lambda h, t: F.layer_norm(h, (10,)),
+        "mse_loss": F.mse_loss,
+    }
     x_cpu, x = pair(6, 10)
     t_cpu, t = pair(6, 10, seed=1)
     with torch.autocast(DEVICE, dtype=dtype):
         h = x.to(dtype)  # a low-precision activation, as a matmul would produce
-        results = {
-            "softmax": torch.softmax(h, dim=1),
-            "log_softmax": F.log_softmax(h, dim=1),
-            "exp": torch.exp(h),
-            "sum": torch.sum(h),
-            "layer_norm": F.layer_norm(h, (10,)),
-            "mse_loss": F.mse_loss(h, t),
-        }
+        results = {name: op(h, t) for name, op in ops.items()}
     h_cpu = x_cpu.to(dtype).float()
-    expected = {
-        "softmax": torch.softmax(h_cpu, dim=1),
-        "log_softmax": F.log_softmax(h_cpu, dim=1),
-        "exp": torch.exp(h_cpu),
-        "sum": torch.sum(h_cpu),
-        "layer_norm": F.layer_norm(h_cpu, (10,)),
-        "mse_loss": F.mse_loss(h_cpu, t_cpu),
-    }
     for name, result in results.items():
         assert result.dtype == torch.float32, name
-        assert_close(result.cpu(), expected[name], msg=name)
+        assert_close(result.cpu(), ops[name](h_cpu, t_cpu), msg=name)
 
 
 def test_promote_ops_use_the_widest_input_type():
