@@ -17,7 +17,7 @@ blocking copies from and to pageable memory.
 from functools import partial
 
 import torch
-from common import compare, fmt_time, print_table
+from common import compare, fmt_time, print_setup, print_table
 
 import torch_foo  # noqa: F401
 
@@ -139,8 +139,7 @@ def pinned() -> list[tuple[str, str, str, str]]:
 
 
 def main() -> None:
-    device_name = torch.foo.get_device_name()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {device_name}")
+    print_setup(DEVICE)
     print_table(
         "Allocation plus copy against a copy into a preallocated buffer (ratio = preallocated / fresh)",
         allocation(),

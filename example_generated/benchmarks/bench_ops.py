@@ -11,7 +11,7 @@ device-to-host into preallocated buffers against a CPU-to-CPU copy of the same s
 from functools import partial
 
 import torch
-from common import compare, fmt_time, print_table
+from common import compare, fmt_time, print_setup, print_table
 
 import torch_foo  # noqa: F401
 
@@ -56,8 +56,7 @@ def copy_bandwidth() -> list[tuple[str, str, str, str]]:
 
 
 def main() -> None:
-    device_name = torch.foo.get_device_name()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {device_name}")
+    print_setup(DEVICE)
     print_table(
         "Per-call cost (lower ratio is better; 1.00x = same as CPU)",
         dispatch_costs(),

@@ -13,7 +13,7 @@ from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from common import compare, fmt_time, print_table
+from common import compare, fmt_time, print_setup, print_table
 
 import torch_foo  # noqa: F401
 
@@ -104,8 +104,7 @@ def training_costs() -> list[tuple[str, str, str, str]]:
 
 
 def main() -> None:
-    device_name = torch.foo.get_device_name()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {device_name}")
+    print_setup(DEVICE)
     print_table("Random numbers (lower ratio is better)", random_costs(), ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"))
     print_table(
         "One training step: forward, backward, Adam (lower ratio is better)",

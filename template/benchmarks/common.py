@@ -5,6 +5,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+import torch
+
 
 def time_per_call(fn: Callable[[], object], min_seconds: float = 0.02) -> float:
     """Seconds per call of fn, timed over enough calls to last min_seconds."""
@@ -47,3 +49,9 @@ def print_table(title: str, rows: list[tuple[str, str, str, str]], headers: tupl
         print(
             "  " + "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row))
         )
+
+
+def print_setup(device: str) -> None:
+    """The line that makes a run's figures comparable with another's: torch, CPU threads, device."""
+    name = torch.get_device_module(device).get_device_name()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {name}")
