@@ -36,8 +36,9 @@ LIGHT_FLAGS = [] if DEBUG else ["-O1"]
 
 
 class BuildExtensionPerFileFlags(BuildExtension):
-    """torch's BuildExtension compiles all sources with one set of flags (one ninja file); this one runs
-    ninja a second time, in its own build directory, for LIGHT_SOURCES with LIGHT_FLAGS appended."""
+    """torch's BuildExtension with two changes: a fixed build directory, so that every way of building
+    is incremental, and a second ninja run, in its own directory, for LIGHT_SOURCES with LIGHT_FLAGS
+    appended (torch's compiles all sources with one set of flags, from one ninja file)."""
 
     def finalize_options(self):
         super().finalize_options()
