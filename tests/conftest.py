@@ -15,7 +15,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 os.environ["PATH"] = sysconfig.get_path("scripts") + os.pathsep + os.environ.get("PATH", "")
 
 import checks  # noqa: E402
-import format_template  # noqa: E402,F401
 import project  # noqa: E402
 
 

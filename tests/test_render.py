@@ -24,7 +24,9 @@ def test_render_leaves_nothing_unrendered(render, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_generated_python_compiles(render, name, tmp_path):
     project = render(name)
-    for path in project.rglob("*.py"):
+    sources = sorted(project.rglob("*.py"))
+    assert len(sources) > 20, "the render lost its Python files"
+    for path in sources:
         py_compile.compile(str(path), cfile=str(tmp_path / "compiled.pyc"), doraise=True)
 
 
