@@ -35,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -106,17 +107,32 @@ bool parse_bytes(const char* text, size_t* out) {
 const Config& config() {
   static const Config cfg = [] {
     Config c;
+    // A value that does not parse keeps the default, with a warning on stderr: configuration is read
+    // before any caller could receive an error, and a typo must not go unnoticed.
     if (const char* env = std::getenv("FOO_DEVICE_COUNT")) {
       char* end = nullptr;
       const long n = std::strtol(env, &end, 10);
       if (end != env && *end == '\0' && n >= 0 && n <= kMaxDevices) {
         c.device_count = static_cast<int>(n);
+      } else {
+        std::fprintf(
+            stderr,
+            "foo: ignoring FOO_DEVICE_COUNT=%s (expected 0 to %d); using %d devices\n",
+            env,
+            kMaxDevices,
+            c.device_count);
       }
     }
     if (const char* env = std::getenv("FOO_DEVICE_MEMORY")) {
       size_t bytes = 0;
       if (parse_bytes(env, &bytes) && bytes > 0 && bytes <= (size_t{1} << 40)) {
         c.capacity = bytes;
+      } else {
+        std::fprintf(
+            stderr,
+            "foo: ignoring FOO_DEVICE_MEMORY=%s (expected a size such as 512M or 8G, "
+            "at most 1T); using the default\n",
+            env);
       }
     }
     if (const char* env = std::getenv("FOO_STRICT_MEMORY")) {
