@@ -2,6 +2,10 @@
 
 import gc
 import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 # Strict memory mode: host code cannot read or write device memory, so integration code that
 # dereferences a device pointer crashes in these tests instead of on hardware. The runtime reads its
@@ -15,6 +19,26 @@ import torch  # noqa: E402
 import torch_foo  # noqa: E402,F401
 
 DEVICE = "foo"
+
+
+@pytest.fixture
+def run_python():
+    """run_python(code, script=None, **env) runs `code` (dedented) in a new interpreter with this
+    process's environment updated by `env` (a None value removes a variable) and returns the
+    CompletedProcess. The backend is not autoloaded unless env sets TORCH_DEVICE_BACKEND_AUTOLOAD="1".
+    With `script` (a path), the code is written there and run as a file, which 'spawn' children need."""
+
+    def run(code: str, script: Path | None = None, **env: str | None) -> subprocess.CompletedProcess:
+        merged = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env}
+        environment = {name: value for name, value in merged.items() if value is not None}
+        if script is None:
+            command = [sys.executable, "-c", textwrap.dedent(code)]
+        else:
+            script.write_text(textwrap.dedent(code))
+            command = [sys.executable, str(script)]
+        return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+
+    return run
 
 
 @pytest.fixture(params=range(torch.foo.device_count()), ids=lambda i: f"{DEVICE}:{i}")

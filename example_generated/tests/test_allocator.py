@@ -1,11 +1,6 @@
 """Device memory: the caching allocator (reuse per stream, record_stream, empty_cache),
 its statistics through torch.foo and torch.accelerator, capacity and out-of-memory errors."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
 
@@ -109,14 +104,7 @@ def test_memory_info(device):
     assert 0 < free <= total == torch.foo.get_device_properties(device).total_memory
 
 
-def run(code: str, memory: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "FOO_DEVICE_MEMORY": memory, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
-    )
-
-
-def test_out_of_memory_is_a_python_exception():
+def test_out_of_memory_is_a_python_exception(run_python):
     code = """
         import torch, torch_foo
         keep = torch.empty(3 << 20, dtype=torch.uint8, device="foo")
@@ -127,7 +115,7 @@ def test_out_of_memory_is_a_python_exception():
         print("still working:", (torch.ones(4, device="foo") * 2).sum().item())
         print("ooms:", torch.foo.memory_stats()["num_ooms"])
     """
-    result = run(code, "4M")
+    result = run_python(code, FOO_DEVICE_MEMORY="4M")
     assert result.returncode == 0, result.stderr
     assert "OOM: foo out of memory. Tried to allocate 2.00 MiB on device foo:0" in result.stdout
     assert "total capacity of 4.00 MiB" in result.stdout
@@ -135,7 +123,7 @@ def test_out_of_memory_is_a_python_exception():
     assert "ooms: 1" in result.stdout
 
 
-def test_the_cache_is_emptied_before_out_of_memory():
+def test_the_cache_is_emptied_before_out_of_memory(run_python):
     code = """
         import torch, torch_foo
         MiB = 1 << 20
@@ -153,7 +141,7 @@ def test_the_cache_is_emptied_before_out_of_memory():
         del more
         print("after freeing:", (torch.ones(4, device="foo") + 1).sum().item())
     """
-    result = run(code, "8M")
+    result = run_python(code, FOO_DEVICE_MEMORY="8M")
     assert result.returncode == 0, result.stderr
     assert "reserved: 7" in result.stdout
     assert "retries: 1 device frees: 1" in result.stdout

@@ -2,38 +2,32 @@
 fails to load warns instead of breaking `import torch`."""
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-
-def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "1", **env}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=environment, capture_output=True, text=True, timeout=300
-    )
+AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}
 
 
-def test_import_torch_loads_the_backend():
+def test_import_torch_loads_the_backend(run_python):
     result = run_python(
         """
         import sys, torch
         assert "torch_foo" in sys.modules
         print((torch.ones(2, device="foo") + 1).tolist(), torch.foo.device_count())
-        """
+        """,
+        **AUTOLOAD,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("[2.0, 2.0]")
 
 
-def test_autoload_can_be_disabled():
+def test_autoload_can_be_disabled(run_python):
     result = run_python('import sys, torch; print("torch_foo" in sys.modules)', TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 
 
-def test_broken_backend_warns_and_torch_still_imports(tmp_path: Path):
+def test_broken_backend_warns_and_torch_still_imports(run_python, tmp_path: Path):
     # sitecustomize runs before `import torch` and makes the C++ extension fail to load, the way
     # a build for another torch version does.
     (tmp_path / "sitecustomize.py").write_text(
@@ -53,6 +47,7 @@ def test_broken_backend_warns_and_torch_still_imports(tmp_path: Path):
     result = run_python(
         'import torch; print("ok", torch.ones(1).item())',
         PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        **AUTOLOAD,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok 1.0"

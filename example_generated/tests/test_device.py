@@ -2,8 +2,6 @@
 
 import importlib
 import os
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -146,20 +144,17 @@ def test_initialisation_is_idempotent():
     "variable,value",
     [("FOO_DEVICE_COUNT", "two"), ("FOO_DEVICE_COUNT", "99"), ("FOO_DEVICE_MEMORY", "8 GB")],
 )
-def test_a_bad_configuration_value_warns_and_keeps_the_default(variable, value):
+def test_a_bad_configuration_value_warns_and_keeps_the_default(run_python, variable, value):
     code = "; ".join(
         [
             "import torch, torch_foo",
             "print(torch.foo.device_count(), torch.foo.get_device_properties(0).total_memory)",
         ]
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FOO_DEVICE_")}
-    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    default = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    unset = {"FOO_DEVICE_COUNT": None, "FOO_DEVICE_MEMORY": None}
+    default = run_python(code, **unset)
     assert default.returncode == 0, default.stderr
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, variable: value}, timeout=120
-    )
+    result = run_python(code, **{**unset, variable: value})
     assert result.returncode == 0, result.stderr
     assert result.stdout == default.stdout, "the default stays"
     assert f"ignoring {variable}={value}" in result.stderr

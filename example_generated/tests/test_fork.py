@@ -2,23 +2,8 @@
 and torch.foo._is_in_bad_fork() says so; a child forked before initialisation works, and so do
 'spawn' children."""
 
-import os
-import subprocess
-import sys
-import textwrap
 
-
-def run(code: str, path=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    if path is None:
-        command = [sys.executable, "-c", textwrap.dedent(code)]
-    else:
-        path.write_text(textwrap.dedent(code))
-        command = [sys.executable, str(path)]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
-
-
-def test_fork_after_initialisation_fails_fast():
+def test_fork_after_initialisation_fails_fast(run_python):
     code = """
         import os, torch, torch_foo
         torch.ones(1, device="foo") + 1  # initialises the runtime: stream workers run now
@@ -35,14 +20,14 @@ def test_fork_after_initialisation_fails_fast():
         print("child exit code:", os.waitstatus_to_exitcode(status))
         print("parent works:", (torch.ones(2, device="foo") * 2).sum().item(), torch.foo._is_in_bad_fork())
     """
-    result = run(code)
+    result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert "child exit code: 0" in result.stdout
     assert "forked after it was initialised" in result.stdout and "'spawn'" in result.stdout
     assert "parent works: 4.0 False" in result.stdout
 
 
-def test_fork_before_initialisation_works():
+def test_fork_before_initialisation_works(run_python):
     code = """
         import os, torch, torch_foo
         assert not torch.foo.is_initialized()
@@ -54,13 +39,13 @@ def test_fork_before_initialisation_works():
         print("child exit code:", os.waitstatus_to_exitcode(status))
         print("parent works:", (torch.ones(2, device="foo") + 1).sum().item())
     """
-    result = run(code)
+    result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert "child exit code: 0" in result.stdout
     assert "parent works: 4.0" in result.stdout
 
 
-def test_spawned_children_use_the_device(tmp_path):
+def test_spawned_children_use_the_device(run_python, tmp_path):
     code = """
         import multiprocessing as mp
         import torch, torch_foo
@@ -77,6 +62,6 @@ def test_spawned_children_use_the_device(tmp_path):
             print("child computed:", queue.get(timeout=100))
             child.join()
     """
-    result = run(code, tmp_path / "spawn_child.py")
+    result = run_python(code, script=tmp_path / "spawn_child.py")
     assert result.returncode == 0, result.stderr
     assert "child computed: 12.0" in result.stdout

@@ -1,9 +1,5 @@
 """Native kernels (add, sub, mul, div, fill_) and the CPU fallback, compared with CPU results."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 from torch.testing import assert_close
@@ -187,27 +183,23 @@ def test_fallback_ops_match_cpu(device, name):
     assert_close(result.cpu(), FALLBACK_CASES[name](x))
 
 
-def run_fresh(code: str, **env: str) -> subprocess.CompletedProcess:
-    """Runs code in a new interpreter: fallback records and environment are per process."""
-    environment = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env}
-    return subprocess.run(
-        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True, timeout=300
-    )
-
-
-def test_fallback_ops_are_recorded_and_native_ops_are_not():
+def test_fallback_ops_are_recorded_and_native_ops_are_not(run_python):
+    # A new interpreter: fallback records and the environment are per process.
     code = (
         "import torch, torch_foo\n"
         "x = torch.randn(3, device='foo')\n"
         "torch.cos(x); x + x; x * 2; x.sub_(1); x.div(3).fill_(0)\n"
         "print(torch_foo.fallback_ops())\n"
     )
-    ops = eval(run_fresh(code).stdout)
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    ops = eval(result.stdout)
     assert "aten::cos" in ops
     assert not [op for op in ops if op.split("::")[1].split(".")[0] in {"add", "sub", "mul", "div", "fill_"}]
 
 
-def test_warn_fallback_environment_variable():
+def test_warn_fallback_environment_variable(run_python):
     code = "import torch, torch_foo; torch.tan(torch.ones(2, device='foo'))"
-    result = run_fresh(code, FOO_WARN_FALLBACK="1")
+    result = run_python(code, FOO_WARN_FALLBACK="1")
+    assert result.returncode == 0, result.stderr
     assert "aten::tan" in result.stderr and "CPU fallback" in result.stderr

@@ -3,20 +3,9 @@ conftest.py sets for this suite), so integration code that dereferences a device
 in the tests instead of on hardware."""
 
 import ctypes
-import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 import torch
-
-
-def run(code: str, strict: bool) -> subprocess.CompletedProcess:
-    env = {**os.environ, "FOO_STRICT_MEMORY": "1" if strict else "0", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
-    )
 
 
 def permissions(address: int) -> str:
@@ -37,7 +26,7 @@ def test_device_memory_is_inaccessible_in_this_suite(device):
     assert (x + 1).sum().item() == 2048  # the runtime and kernels still reach it
 
 
-def test_host_access_to_device_memory_crashes_with_an_explanation():
+def test_host_access_to_device_memory_crashes_with_an_explanation(run_python):
     code = """
         import ctypes, torch, torch_foo
         x = torch.ones(4, device="foo")
@@ -45,20 +34,20 @@ def test_host_access_to_device_memory_crashes_with_an_explanation():
         ctypes.string_at(x.data_ptr(), 4)
         print("read it")
     """
-    result = run(code, strict=True)
+    result = run_python(code, FOO_STRICT_MEMORY="1")
     assert result.returncode == -signal.SIGSEGV
     assert "reading" in result.stdout and "read it" not in result.stdout
     assert "foo strict memory mode: host code read or wrote device memory directly" in result.stderr
 
 
-def test_without_strict_mode_host_code_can_read_device_memory():
+def test_without_strict_mode_host_code_can_read_device_memory(run_python):
     code = """
         import ctypes, struct, torch, torch_foo
         x = torch.arange(4.0, device="foo")
         torch.foo.synchronize()
         print(list(struct.unpack("4f", ctypes.string_at(x.data_ptr(), 16))))
     """
-    result = run(code, strict=False)
+    result = run_python(code, FOO_STRICT_MEMORY="0")
     assert result.returncode == 0, result.stderr
     assert "[0.0, 1.0, 2.0, 3.0]" in result.stdout
 
