@@ -9,10 +9,13 @@
 #   make docs                 build the documentation site into site/ in strict mode (make docs-serve: live)
 #   make example              regenerate example_generated/ after changing template/ (example-check: compare)
 #   make variants             list the feature variants the tests cover and which share a build
-# TORCH_SPEC chooses the torch to build and test against (default: the 2.13 CPU wheel).
+#   make torch-spec           print the torch the tasks install
+# TORCH_SPEC chooses the torch to build and test against (default: the release in copier/torch.yml,
+# the one source of the version pin).
 
 PYTHON ?= python3
-TORCH_SPEC ?= torch==2.13.0
+TORCH_VERSION := $(shell sed -n 's/^version: *"\([^"]*\)".*/\1/p' copier/torch.yml)
+TORCH_SPEC ?= torch==$(TORCH_VERSION)
 NAME ?= npu
 DATA ?=
 DATA_ARGS := $(foreach item,$(DATA),--data $(item))
@@ -22,13 +25,16 @@ BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | tr -c 'A-Za-z0-9.\n' '_')
 
-.PHONY: demo test test-fast render build-test example example-check lint docs docs-serve variants reserved-names clean
+.PHONY: torch-spec demo test test-fast render build-test example example-check lint docs docs-serve variants reserved-names clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" -r requirements-dev.txt
 	rm -f $(VENV)/.installed-* && touch $@
+
+torch-spec:
+	@echo '$(TORCH_SPEC)'
 
 demo: $(STAMP)
 	$(BIN)/python scripts/project.py demo

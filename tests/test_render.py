@@ -52,7 +52,8 @@ def test_answers_file_records_the_questions_only(render):
     assert answers["author_name"] == "Ada"
     assert answers["device_count"] == 4
     assert "_src_path" in answers
-    for computed in ("reserved", "package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix"):
+    computed_values = ("reserved", "torch", "torch_version", "torch_minor_version", "max_device_count")
+    for computed in (*computed_values, "package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix"):
         assert computed not in answers
     assert "int device_count = 4;" in (project / "csrc" / "runtime" / "runtime.cpp").read_text()
 
