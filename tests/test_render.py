@@ -6,6 +6,8 @@ import re
 import pytest
 import yaml
 
+from conftest import ROOT
+
 NAMES = ["foo", "npu", "my_accel", "tpu_v"]
 
 
@@ -64,3 +66,19 @@ def test_license_choice(render, license_name):
     pyproject = (project / "pyproject.toml").read_text()
     expected = "LicenseRef-Proprietary" if license_name == "Proprietary" else license_name
     assert f'license = "{expected}"' in pyproject
+
+
+def test_a_template_file_is_jinja_exactly_when_it_uses_an_answer():
+    """docs/development.md's rule: `.jinja` files are rendered, so they must use Jinja; other files
+    are copied as they are, so Jinja in them would reach users unrendered."""
+    jinja = re.compile(r"(?<!\$)\{\{|\{%|\{#")
+    needless, unrendered = [], []
+    for path in sorted((ROOT / "template").rglob("*")):
+        if path.is_file():
+            uses = bool(jinja.search(path.read_text()))
+            if path.suffix == ".jinja" and not uses:
+                needless.append(str(path.relative_to(ROOT)))
+            elif path.suffix != ".jinja" and uses:
+                unrendered.append(str(path.relative_to(ROOT)))
+    assert not needless, f"these use no answer: drop their .jinja suffix: {needless}"
+    assert not unrendered, f"these use Jinja but are copied unrendered: add .jinja: {unrendered}"
