@@ -8,9 +8,9 @@ import re
 import shutil
 import subprocess
 
-import facts
 from copier import run_copy
 
+import facts
 from conftest import ROOT
 
 # A pin such as torch==2.13.0; `TORCH_SPEC=torch==X` is an example of choosing another torch.

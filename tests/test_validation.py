@@ -1,9 +1,9 @@
 """Every kind of invalid backend name is rejected with a reason, and nothing is written."""
 
-import facts
 import pytest
 from copier import run_copy
 
+import facts
 from conftest import ROOT
 
 MAX_DEVICES = facts.max_device_count()
