@@ -7,6 +7,7 @@ import ast
 import functools
 import re
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -14,6 +15,7 @@ import yaml
 import checks
 import facts
 import project
+import render_diagrams
 from conftest import ROOT
 
 DOCS = ROOT / "docs"
@@ -77,8 +79,20 @@ def test_required_page_is_in_the_nav(page):
     assert page in nav_pages()
 
 
-def test_architecture_has_a_diagram():
-    assert "```mermaid" in (DOCS / "architecture.md").read_text()
+def test_architecture_shows_its_diagram_as_an_up_to_date_svg():
+    """Diagrams are SVG files rendered from their Mermaid sources (scripts/render_diagrams.py), shown
+    with <img>: no ```mermaid block, which a script from a CDN would draw at view time."""
+    assert "(diagrams/architecture.svg)" in (DOCS / "architecture.md").read_text()
+    assert (DOCS / "diagrams" / "architecture.mmd").is_file()
+    assert not render_diagrams.stale(), "a diagram's source changed: run python scripts/render_diagrams.py"
+    for svg in DOCS.rglob("*.svg"):
+        root = ElementTree.parse(svg).getroot()  # an image must be well-formed XML to be shown at all
+        assert root.tag == "{http://www.w3.org/2000/svg}svg" and root.get("width") and root.get("height"), svg
+        assert not list(root.iter("{http://www.w3.org/2000/svg}foreignObject")), (
+            f"{svg}: HTML labels do not show in <img>"
+        )
+    fenced = [str(page.relative_to(DOCS)) for page in DOCS.rglob("*.md") if "```mermaid" in page.read_text()]
+    assert not fenced, f"render these diagrams to SVG instead of ```mermaid blocks: {fenced}"
 
 
 def test_every_question_is_documented():
