@@ -41,7 +41,7 @@ def test_names_are_derived_from_the_backend_name(render):
     assert 'my_accel = "_torch_my_accel_autoload:load"' in pyproject
     runtime = (project / "csrc" / "runtime" / "runtime.h").read_text()
     assert "myAccelError_t myAccelMalloc(void** devPtr, size_t size);" in runtime
-    assert "MY_ACCEL_DEVICE_COUNT" in runtime
+    assert "MY_ACCEL_DEVICE_COUNT" in (project / "csrc" / "runtime" / "emulated" / "config.cpp").read_text()
     assert "namespace torch_my_accel" in (project / "csrc" / "core" / "Device.h").read_text()
     assert "MyAccelDeviceAllocator" in (project / "csrc" / "core" / "DeviceAllocator.cpp").read_text()
     assert 'BACKEND_NAME = "my_accel"' in (project / "torch_my_accel" / "__init__.py").read_text()
@@ -57,7 +57,7 @@ def test_answers_file_records_the_questions_only(render):
     computed_values = ("reserved", "torch", "torch_version", "torch_minor_version", "max_device_count")
     for computed in (*computed_values, "package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix"):
         assert computed not in answers
-    assert "int device_count = 4;" in (project / "csrc" / "runtime" / "runtime.cpp").read_text()
+    assert "int device_count = 4;" in (project / "csrc" / "runtime" / "emulated" / "emulated.h").read_text()
 
 
 @pytest.mark.parametrize("license_name", ["BSD-3-Clause", "Apache-2.0", "MIT", "Proprietary"])

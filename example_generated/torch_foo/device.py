@@ -86,10 +86,12 @@ class DeviceProperties(NamedTuple):
     multi_processor_count: int
     major: int
     minor: int
+    max_threads_per_block: int
+    shared_memory_per_block: int
 
 
 def get_device_properties(device: Any = None) -> DeviceProperties:
-    """Name, memory capacity in bytes, compute units and capability of a device."""
+    """Name, memory capacity in bytes, compute units, capability and launch limits of a device."""
     return DeviceProperties(**_C._device_properties(_get_device_index(device, optional=True)))
 
 

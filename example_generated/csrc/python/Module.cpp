@@ -9,15 +9,11 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include <chrono>
-#include <thread>
-
 #include "../aten/Fallback.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
 #include "../core/Generator.h"
-#include "../core/Launch.h"
 #include "../core/Stream.h"
 
 namespace py = pybind11;
@@ -38,6 +34,8 @@ py::dict device_properties(c10::DeviceIndex device) {
   d["name"] = std::string(prop.name);
   d["total_memory"] = prop.totalGlobalMem;
   d["multi_processor_count"] = prop.multiProcessorCount;
+  d["max_threads_per_block"] = prop.maxThreadsPerBlock;
+  d["shared_memory_per_block"] = prop.sharedMemPerBlock;
   d["major"] = prop.major;
   d["minor"] = prop.minor;
   return d;
@@ -72,13 +70,13 @@ py::tuple swap_current_stream(int64_t stream_id, int64_t device) {
 // (torch.cuda._sleep does the same with clock cycles).
 void sleep_on_stream(int64_t microseconds) {
   TORCH_CHECK(microseconds >= 0, "_sleep: expected a non-negative duration, got ", microseconds);
-  launch([microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); });
+  FOO_OP_CHECK(fooOpSleep(microseconds, current_stream()));
 }
 
 // A kernel that fails with `message`: lets tests see how a device fault is reported (at the
 // next synchronisation with the stream).
 void launch_failing_kernel(const std::string& message) {
-  launch([message] { TORCH_CHECK(false, message); });
+  FOO_OP_CHECK(fooOpTrap(message.c_str(), current_stream()));
 }
 
 // Milliseconds between two torch.Event objects (torch.Event.elapsed_time accepts only the exact
