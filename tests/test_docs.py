@@ -26,7 +26,7 @@ INTEGRATION_POINTS = [
     "allocator",
     "device-guard",
     "hooks",
-    "kernel-launch",
+    "operator-library",
     "factories-views-resize",
     "copies",
     "native-kernels",
