@@ -347,3 +347,15 @@ def test_the_identifier_check_finds_what_does_not_exist(tmp_path):
     for name in stale:
         assert [problem for problem in problems if name in problem], f"{name} was not reported: {problems}"
     assert len(problems) == len(stale), problems
+
+
+def test_guide_and_generated_readme_say_how_long_the_cold_build_takes_and_how_to_watch_it(render):
+    """A newcomer's first build is a silent minute or more: docs/getting-started.md and the generated
+    README give the same measured time and the same verbose command."""
+    guide = " ".join((DOCS / "getting-started.md").read_text().split())
+    readme = " ".join((render("foo") / "README.md").read_text().split())
+    time = re.compile(r"about [\w ]+ on two otherwise idle cores \(\d+ to \d+ s wall with 2 jobs, measured with")
+    stated = [time.search(text) for text in (guide, readme)]
+    assert all(stated) and stated[0].group() == stated[1].group(), stated
+    for text in (guide, readme):
+        assert "pip install -v --no-build-isolation -e ." in text and "scripts/measure_build.py" in text
