@@ -41,7 +41,17 @@ LIBRARIES = ["dl"]
 # compile time is optimising inline code from torch's headers: -O1 compiles them about 20% faster and
 # the benchmarks do not notice. Kernel loops and csrc/core keep -O3.
 LIGHT_SOURCES = {"csrc/python/Module.cpp"} | {
-    f"csrc/aten/{name}.cpp" for name in ("Autocast", "Fallback", "RecordStream", "Resize", "Views")
+    f"csrc/aten/{name}.cpp"
+    for name in (
+        "Autocast",
+        "BackendMetaCopies",
+        "Fallback",
+        "RecordStream",
+        "Resize",
+        "ShallowCopy",
+        "Sparse",
+        "Views",
+    )
 }
 
 

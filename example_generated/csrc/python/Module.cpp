@@ -4,12 +4,14 @@
 // initialisers in the other files). The functions below back the device module torch.foo;
 // they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. This is the only file
 // that includes pybind11, whose headers are slow to compile.
+#include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "../aten/Fallback.h"
+#include "../aten/Sparse.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
@@ -122,6 +124,17 @@ py::dict memory_stats(c10::DeviceIndex device) {
   return d;
 }
 
+// torch.foo.init(): the backend's checks (PyTorch runs the hooks' init() once per process: not a
+// forked child, devices exist), then the current device's default stream, whose creation initialises
+// the runtime and the device as creating a context does on CUDA. Work already queued is not waited for.
+void init() {
+  at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+  const auto error = fooStreamQuery(nullptr);
+  if (error != fooErrorNotReady) {
+    FOO_CHECK(error);
+  }
+}
+
 bool is_initialized(c10::DeviceIndex device) {
   int initialized = 0;
   return fooDeviceIsInitialized(device, &initialized) == fooSuccess && initialized != 0;
@@ -133,6 +146,7 @@ bool is_initialized(c10::DeviceIndex device) {
 PYBIND11_MODULE(_C, m) {
   namespace ns = torch_foo;
   ns::route_structured_ops_to_fallback();
+  ns::route_sparse_ops_to_fallback();
   m.doc() = "C++ part of the foo backend (private; use torch.foo)";
   m.def("_device_count", [] { return static_cast<int>(ns::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(ns::current_device()); });
@@ -142,6 +156,7 @@ PYBIND11_MODULE(_C, m) {
       "_synchronize",
       [](int64_t device) { ns::synchronize(ns::checked(device)); },
       py::call_guard<py::gil_scoped_release>());
+  m.def("_init", &ns::init);
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);
