@@ -35,7 +35,13 @@ BIN = Path(sysconfig.get_path("scripts"))
 # Feature choices in copier.yml and the answer that turns each one off. The defaults in copier.yml
 # turn everything on (the example shows every feature). A new optional feature adds its question
 # to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
-FEATURES_OFF: dict[str, object] = {"benchmarks": False, "ci": "none", "custom_op": False, "opinfo_tests": False}
+FEATURES_OFF: dict[str, object] = {
+    "benchmarks": False,
+    "ci": "none",
+    "custom_op": False,
+    "distributed": False,
+    "opinfo_tests": False,
+}
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code
