@@ -18,7 +18,7 @@ VARIANTS = checks.variants()
 
 
 def features(answers: dict) -> dict:
-    defaults = {"benchmarks": True, "ci": "github", "custom_op": True, "opinfo_tests": True}
+    defaults = {"benchmarks": True, "ci": "github", "custom_op": True, "distributed": True, "opinfo_tests": True}
     return {name: answers.get(name, default) for name, default in defaults.items()}
 
 
@@ -56,6 +56,15 @@ def test_variant_renders_what_it_promises(render, label):
     else:
         # Nothing else uses PyTorch's internal test machinery, so its requirements go with it.
         for gone in ("OPINFO", "test_opinfo", "torch.testing._internal", "expecttest"):
+            assert not files_mentioning(root, gone), gone
+    distributed = [root / "csrc/distributed", root / "torch_foo/distributed.py", root / "examples/ddp.py"]
+    assert [path.exists() for path in distributed] == [want["distributed"]] * 3
+    assert (root / "tests" / "test_distributed.py").exists() == want["distributed"]
+    if want["distributed"]:
+        assert "`csrc/distributed/Backend.cpp`" in readme and "`FOO_CCL_CHECK_CALLS`" in readme
+        assert "from . import distributed" in (root / "torch_foo" / "__init__.py").read_text()
+    else:
+        for gone in ("fooccl", "csrc/distributed", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"):
             assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
