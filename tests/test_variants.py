@@ -105,8 +105,10 @@ def test_shared_builds_are_decided_by_content(tmp_path):
     assert no_opinfo[0] == everything[0] and no_opinfo[1] != everything[1], "tests change, the build is reused"
     no_custom_op = digests("no-custom-op", custom_op=False)
     assert no_custom_op[0] != everything[0], "a C++ file less is another build"
+    assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
+    no_compiled_extras = digests("no-compiled-extras", custom_op=False, distributed=False)
     minimal = digests("minimal", **checks.FEATURES_OFF)
-    assert minimal[0] == no_custom_op[0] and minimal[1] != no_custom_op[1]
+    assert minimal[0] == no_compiled_extras[0] and minimal[1] != no_compiled_extras[1]
 
 
 def test_build_digest_ignores_only_dependency_lists_of_pyproject(tmp_path):
