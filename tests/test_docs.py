@@ -26,6 +26,7 @@ INTEGRATION_POINTS = [
     "cpu-fallback",
     "python-package",
     "autoload",
+    "compile",
     "benchmarks",
 ]
 REQUIRED = [
