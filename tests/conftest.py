@@ -73,25 +73,33 @@ class Builds:
 
     def __init__(self):
         self.built: dict[str, tuple[Path, str]] = {}  # build digest -> (built project, its label)
-        self.results: dict[str, tuple[bool, str]] = {}  # test digest -> (passed, what ran)
+        # (test digest, whether the compile tests ran) -> (passed, what ran)
+        self.results: dict[tuple[str, bool], tuple[bool, str]] = {}
 
-    def build_and_test(self, path: Path, label: str) -> tuple[bool, str]:
-        """(passed, label of the build and test run) for the project at path."""
+    def build_and_test(self, path: Path, label: str, *, compile_tests: bool = False) -> tuple[bool, str]:
+        """(passed, label of the build and test run) for the project at path. The project's
+        torch.compile tests (its `compile` marker: minutes per run, mostly Inductor compiling C++) run
+        only with compile_tests, which test_build.py asks for the example and one other name; a run with
+        them covers a run of the same tests without them."""
         tests = checks.test_inputs_digest(path)
-        if tests not in self.results:
+        if (tests, True) in self.results:
+            return self.results[tests, True]
+        key = (tests, compile_tests)
+        if key not in self.results:
+            args = () if compile_tests else ("-m", "not compile")
             build = checks.build_inputs_digest(path)
             if build in self.built:
                 built, built_label = self.built[build]
                 python = project.reuse_build(built, path)
-                self.results[tests] = (
-                    project.run_tests(path, python=python) == 0,
+                self.results[key] = (
+                    project.run_tests(path, *args, python=python) == 0,
                     f"{label} on the build of {built_label}",
                 )
             else:
                 project.build(path, jobs=2)
                 self.built[build] = (path, label)
-                self.results[tests] = (project.run_tests(path) == 0, label)
-        return self.results[tests]
+                self.results[key] = (project.run_tests(path, *args) == 0, label)
+        return self.results[key]
 
 
 @pytest.fixture(scope="session")
