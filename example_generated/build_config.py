@@ -5,7 +5,7 @@ where the libraries land, read by setup.py and by the tests that compile C++ the
 Three parts, built in one ninja run:
   csrc/runtime/   the driver (runtime.h), a static library: its entry points and the emulated device
   csrc/kernels/   the operator library (kernels.h), a static library: the emulated device's kernels
-  csrc/core, csrc/aten, csrc/python   the PyTorch extension torch_foo._C, linked with both
+  csrc/core, csrc/aten, csrc/distributed, csrc/python   the PyTorch extension torch_foo._C, linked with both
 A port to hardware points RUNTIME_DIRS and KERNEL_DIRS at its own implementation directories.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent
 # Directories whose .cpp files form each part (not recursive: a port adds its own directory).
 RUNTIME_DIRS = ("csrc/runtime", "csrc/runtime/emulated")
 KERNEL_DIRS = ("csrc/kernels/emulated",)
-EXTENSION_DIRS = ("csrc/core", "csrc/aten", "csrc/python")
+EXTENSION_DIRS = ("csrc/core", "csrc/aten", "csrc/distributed", "csrc/python")
 
 RUNTIME_LIBRARY = "foo_runtime"
 KERNELS_LIBRARY = "foo_kernels"
@@ -53,6 +53,8 @@ LIGHT_SOURCES = {"csrc/python/Module.cpp"} | {
         "Views",
     )
 }
+# The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
+LIGHT_SOURCES |= {"csrc/distributed/Backend.cpp", "csrc/distributed/GlooTransport.cpp"}
 
 
 def debug() -> bool:

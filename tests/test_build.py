@@ -53,3 +53,17 @@ def test_slow_generated_tests_run_only_where_asked_and_once(monkeypatch, tmp_pat
     assert builds.build_and_test(tmp_path / "b", "b", slow_tests=True)[0]
     assert builds.build_and_test(tmp_path / "b2", "b2")[0] and builds.build_and_test(tmp_path / "b3", "b3")[0]
     assert runs == [("a", "build"), ("a", f"-m {FAST}"), ("a2", f"-m {SLOW}"), ("b", WHOLE)]
+
+
+def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
+    """Builds other than the example pass `-m "not slow"`: the marker must be registered in every
+    generated project (an unknown marker only warns) and set on the files that take minutes alone."""
+    for name, answers, expected in (
+        ("foo", {}, {"test_compile.py", "test_opinfo.py", "test_distributed_faults.py", "test_distributed_training.py"}),
+        ("bar", {"opinfo_tests": False, "distributed": False}, {"test_compile.py"}),
+    ):
+        root = render(name, **answers)
+        ini = checks.tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+        assert any(marker.startswith("slow:") for marker in ini["markers"])
+        marked = {p.name for p in (root / "tests").glob("*.py") if "pytest.mark.slow" in p.read_text()}
+        assert marked == expected

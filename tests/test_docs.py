@@ -37,6 +37,7 @@ INTEGRATION_POINTS = [
     "python-package",
     "autoload",
     "distributed",
+    "compile",
     "benchmarks",
 ]
 REQUIRED = [

@@ -42,8 +42,8 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds / 1e-9:7.0f} ns"
 
 
-def print_table(title: str, rows: list[tuple[str, str, str, str]], headers: tuple[str, str, str, str]) -> None:
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(4)]
+def print_table(title: str, rows: list[tuple[str, ...]], headers: tuple[str, ...]) -> None:
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     print(f"\n{title}")
     for row in [headers, *rows]:
         print(

@@ -10,8 +10,9 @@ makes "foo" a PyTorch device::
 It loads the C++ backend (torch_foo._C: kernels, allocator, device guard and hooks for the
 PrivateUse1 dispatch key), renames PrivateUse1 to "foo", registers this package as the
 device module ``torch.foo`` and generates ``Tensor.foo()``, ``Tensor.is_foo``,
-``Module.foo()`` and the storage and PackedSequence equivalents. Importing it again,
-or reloading it, changes nothing.
+``Module.foo()`` and the storage and PackedSequence equivalents; ``torch.compile`` support
+(``compiler.py``) registers itself when the compiler loads. Importing it again, or reloading it,
+changes nothing.
 """
 
 import atexit
@@ -120,6 +121,12 @@ def _register() -> None:
 
 
 _register()
+
+from . import compiler  # noqa: E402
+
+compiler.install()  # torch.compile: the Dynamo interface and the Inductor backend, as they load
+
+from . import distributed  # noqa: E402,F401  registers the c10d backend "fooccl" with torch.distributed
 
 
 def _finish_device_work() -> None:

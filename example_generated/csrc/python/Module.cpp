@@ -12,11 +12,13 @@
 
 #include "../aten/Fallback.h"
 #include "../aten/Sparse.h"
+#include "../core/CompiledKernels.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
 #include "../core/Generator.h"
 #include "../core/Stream.h"
+#include "../distributed/Bindings.h"
 
 namespace py = pybind11;
 
@@ -124,6 +126,36 @@ py::dict memory_stats(c10::DeviceIndex device) {
   return d;
 }
 
+// torch.compile's kernels (torch_foo/_inductor/kernels.py): launches a loaded kernel on the current
+// stream of `device` with the generated code's arguments, packed into its parameter block.
+void launch_compiled_kernel_with(uintptr_t handle, int64_t device, const py::args& args) {
+  const CompiledKernel& kernel = compiled_kernel(handle);
+  TORCH_CHECK(
+      args.size() == param_count(kernel),
+      "compiled kernel: expected ",
+      param_count(kernel),
+      " arguments, got ",
+      args.size());
+  const c10::Device expected(c10::DeviceType::PrivateUse1, checked(device));
+  c10::SmallVector<KernelParam, 16> params(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const py::handle arg = args[i];
+    py::detail::make_caster<at::Tensor> tensor;
+    if (tensor.load(arg, false)) {
+      const at::Tensor& t = tensor;
+      TORCH_CHECK(t.device() == expected, "compiled kernel: argument ", i, " is on ", t.device(), ", not ", expected);
+      params[i].pointer = t.data_ptr();
+    } else if (PyLong_Check(arg.ptr())) {
+      params[i].integer = arg.cast<int64_t>();
+    } else if (PyFloat_Check(arg.ptr())) {
+      params[i].real = arg.cast<double>();
+    } else {
+      TORCH_CHECK(false, "compiled kernel: argument ", i, " is neither a tensor nor a number");
+    }
+  }
+  launch_compiled_kernel(kernel, expected.index(), params.data());
+}
+
 // torch.foo.init(): the backend's checks (PyTorch runs the hooks' init() once per process: not a
 // forked child, devices exist), then the current device's default stream, whose creation initialises
 // the runtime and the device as creating a context does on CUDA. Work already queued is not waited for.
@@ -169,6 +201,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", &ns::sleep_on_stream, py::call_guard<py::gil_scoped_release>());
   m.def("_elapsed_time", &ns::elapsed_time);
   m.def("_launch_failing_kernel", &ns::launch_failing_kernel);
+  m.def("_current_raw_stream", [](int64_t device) {
+    return reinterpret_cast<uintptr_t>(ns::native_stream(ns::current_stream(ns::checked(device))));
+  });
+  // torch.compile's kernels (torch_foo/_inductor/kernels.py).
+  m.def("_load_compiled_kernel", [](const std::string& path, const std::string& name, size_t param_count) {
+    return reinterpret_cast<uintptr_t>(ns::load_compiled_kernel(path, name, param_count));
+  });
+  m.def("_launch_compiled_kernel", &ns::launch_compiled_kernel_with);
   // Memory (torch_foo/memory.py).
   m.def("_memory_stats", [](int64_t device) { return ns::memory_stats(ns::checked(device)); });
   m.def(
@@ -183,4 +223,6 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(ns::default_generator(ns::checked(device))));
   });
+  // torch.distributed backend (csrc/distributed/, torch_foo/distributed.py).
+  ns::distributed::add_bindings(m.ptr());
 }
