@@ -26,6 +26,8 @@ INTEGRATION_POINTS = [
     "cpu-fallback",
     "python-package",
     "autoload",
+    "profiler",
+    "memory-debugging",
     "benchmarks",
 ]
 REQUIRED = [
