@@ -92,7 +92,9 @@ def draw_trace(trace_path: Path, image: Path) -> None:
     import matplotlib.pyplot as plt
 
     events = json.loads(trace_path.read_text())["traceEvents"]
-    steps = sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"] == "step"), key=lambda e: e["ts"])
+    steps = sorted(
+        (e for e in events if e.get("cat") == "user_annotation" and e["name"] == "step"), key=lambda e: e["ts"]
+    )
     window = (steps[-1]["ts"], steps[-1]["ts"] + steps[-1]["dur"])  # the second step
     inside = [e for e in events if e.get("ph") == "X" and window[0] <= e.get("ts", -1) <= window[1]]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
@@ -112,11 +114,13 @@ def draw_trace(trace_path: Path, image: Path) -> None:
     start = window[0]
     fig, ax = plt.subplots(figsize=(13, 0.8 + 0.75 * len(rows)))
     y_of = {}
-    for y, (label, row) in enumerate(rows):
+    for y, (_, row) in enumerate(rows):
         for e in row:
             y_of[id(e)] = y
             x, width = (e["ts"] - start) / 1000, max(e["dur"], 0.5) / 1000
-            ax.broken_barh([(x, width)], (y - 0.35, 0.7), color=COLORS.get(e["cat"], "#bdbdbd"), edgecolor="white", lw=0.3)
+            ax.broken_barh(
+                [(x, width)], (y - 0.35, 0.7), color=COLORS.get(e["cat"], "#bdbdbd"), edgecolor="white", lw=0.3
+            )
             if width > (window[1] - window[0]) / 1000 / 28:
                 text = e["name"].removeprefix("aten::").removeprefix("autograd::engine::evaluate_function: ")
                 ax.text(x + width / 2, y, text[:18], ha="center", va="center", fontsize=6.5, clip_on=True)
@@ -131,8 +135,12 @@ def draw_trace(trace_path: Path, image: Path) -> None:
             target = by_position.get((flow["f"]["pid"], flow["f"]["tid"], flow["f"]["ts"]))
             if target is not None and id(target) in y_of:
                 x0, x1 = (flow["s"]["ts"] - start) / 1000, (flow["f"]["ts"] - start) / 1000
-                ax.annotate("", (x1, y_of[id(target)] - 0.35), (x0, runtime_row + 0.35),
-                            arrowprops={"arrowstyle": "->", "color": "#455a64", "lw": 0.4, "alpha": 0.6})
+                ax.annotate(
+                    "",
+                    (x1, y_of[id(target)] - 0.35),
+                    (x0, runtime_row + 0.35),
+                    arrowprops={"arrowstyle": "->", "color": "#455a64", "lw": 0.4, "alpha": 0.6},
+                )
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(0, (window[1] - start) / 1000)

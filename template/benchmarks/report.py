@@ -70,9 +70,15 @@ def bandwidth_plot(rows: list[Row], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     sizes = sorted({r.params["bytes"] for r in rows})
     cpu = [min(r.baseline for r in rows if r.params["bytes"] == size) for size in sizes]
-    ax.plot(sizes, [size / 2**30 / t for size, t in zip(sizes, cpu, strict=True)], "k--", marker="o", label="cpu to cpu")
+    ax.plot(
+        sizes, [size / 2**30 / t for size, t in zip(sizes, cpu, strict=True)], "k--", marker="o", label="cpu to cpu"
+    )
     for direction in dict.fromkeys(r.params["direction"] for r in rows):
-        points = sorted((r.params["bytes"], r.params["bytes"] / 2**30 / r.candidate) for r in rows if r.params["direction"] == direction)
+        points = sorted(
+            (r.params["bytes"], r.params["bytes"] / 2**30 / r.candidate)
+            for r in rows
+            if r.params["direction"] == direction
+        )
         ax.plot(*zip(*points, strict=True), marker="o", label=f"{DEVICE}: {direction}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [bench_ops.size_label(size) for size in sizes])
@@ -94,7 +100,9 @@ def allocation_plot(rows: list[Row], path: Path) -> None:
         sizes = [size for size, _ in points]
         ax.set_xticks(sizes, [bench_ops.size_label(size) for size in sizes])
         ax.plot(sizes, [r.candidate * 1e6 for _, r in points], marker="o", color=color, label=f"{device}: fresh tensor")
-        ax.plot(sizes, [r.baseline * 1e6 for _, r in points], "--", marker="x", color=color, label=f"{device}: preallocated")
+        ax.plot(
+            sizes, [r.baseline * 1e6 for _, r in points], "--", marker="x", color=color, label=f"{device}: preallocated"
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("bytes")
@@ -246,7 +254,10 @@ def write_report(output: Path, quick: bool) -> Path:
         "caching allocator) and on the CPU. A ratio of 1.00 means allocation is free.",
         table(
             ("", "preallocated", "fresh", "preallocated / fresh"),
-            [(r.name, fmt_time(r.baseline).strip(), fmt_time(r.candidate).strip(), f"{1 / r.ratio:.2f}") for r in allocations],
+            [
+                (r.name, fmt_time(r.baseline).strip(), fmt_time(r.candidate).strip(), f"{1 / r.ratio:.2f}")
+                for r in allocations
+            ],
         ),
         "allocator.png",
     )
@@ -287,13 +298,32 @@ def write_report(output: Path, quick: bool) -> Path:
         "device with what CPU profiling adds on the CPU (operators on the CPU fallback are several operators "
         "each, all recorded). `stop` is the time to stop the profiler and process the trace.",
         table(
-            ("workload", "cpu", "cpu profiled", DEVICE, f"{DEVICE} CPU activity", f"{DEVICE} profiled", "device only",
-             "added ratio", "stop: cpu", f"stop: {DEVICE}"),
+            (
+                "workload",
+                "cpu",
+                "cpu profiled",
+                DEVICE,
+                f"{DEVICE} CPU activity",
+                f"{DEVICE} profiled",
+                "device only",
+                "added ratio",
+                "stop: cpu",
+                f"stop: {DEVICE}",
+            ),
             [
                 (
                     r["name"],
-                    *(fmt_time(r[key]).strip() for key in ("cpu plain", "cpu profiled", "dev plain", "dev cpu activity",
-                                                              "dev profiled", "device only")),
+                    *(
+                        fmt_time(r[key]).strip()
+                        for key in (
+                            "cpu plain",
+                            "cpu profiled",
+                            "dev plain",
+                            "dev cpu activity",
+                            "dev profiled",
+                            "device only",
+                        )
+                    ),
                     bench_profiler.ratio_text(r["added ratio"]).strip(),
                     fmt_time(r["cpu stop"]).strip(),
                     fmt_time(r["dev stop"]).strip(),
@@ -319,7 +349,9 @@ def write_report(output: Path, quick: bool) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short measurements: checks the report, not the device")
-    parser.add_argument("--output", type=Path, default=Path("benchmark-report"), help="directory for report.md and plots")
+    parser.add_argument(
+        "--output", type=Path, default=Path("benchmark-report"), help="directory for report.md and plots"
+    )
     args = parser.parse_args()
     print(f"wrote {write_report(args.output, args.quick)}")
 
