@@ -46,10 +46,11 @@ FEATURES_OFF: dict[str, object] = {
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code
 # and run the same tests, so one build and test run covers both (see test_inputs_digest).
-NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-config.yaml", "benchmarks")
-# Paths only the test suite reads. Two renders that differ only here share one compiled extension,
-# and each runs its own tests against it (see build_inputs_digest).
-TEST_ONLY_INPUTS = ("tests",)
+NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-config.yaml")
+# Paths only the test suite reads (tests/test_benchmark_report.py runs benchmarks/). Two renders that
+# differ only here share one compiled extension, and each runs its own tests against it (see
+# build_inputs_digest).
+TEST_ONLY_INPUTS = ("tests", "benchmarks")
 
 
 def tool(name: str) -> str:

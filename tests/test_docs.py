@@ -38,6 +38,8 @@ INTEGRATION_POINTS = [
     "autoload",
     "distributed",
     "compile",
+    "profiler",
+    "memory-debugging",
     "benchmarks",
 ]
 REQUIRED = [

@@ -98,7 +98,9 @@ def test_shared_builds_are_decided_by_content(tmp_path):
         return checks.build_inputs_digest(root), checks.test_inputs_digest(root)
 
     everything = digests("everything")
-    assert digests("no-extras", benchmarks=False, ci="none") == everything
+    assert digests("no-ci", ci="none") == everything
+    no_benchmarks = digests("no-benchmarks", benchmarks=False)
+    assert no_benchmarks[0] == everything[0] and no_benchmarks[1] != everything[1], "the report's test goes"
     assert digests("three-devices", device_count=3)[0] != everything[0]
     assert digests("npu", backend_name="npu")[0] != everything[0]
     no_opinfo = digests("no-opinfo", opinfo_tests=False)
