@@ -246,7 +246,7 @@ uint32_t stream_trace_id_of(const Stream* stream) {
 uint64_t enqueue(Stream* s, Task&& task, const tracing::Tag* tag, void (*on_position)(void*, uint64_t), void* context) {
   std::unique_lock<std::mutex> lock(s->mutex);
   const auto has_room = [&] {
-    return s->tail.load(std::memory_order_relaxed) - s->done.load(std::memory_order_acquire) < kQueueCapacity;
+    return s->tail.load(std::memory_order_relaxed) - s->done.load(std::memory_order_seq_cst) < kQueueCapacity;
   };
   if (!has_room()) {
     s->waiters.fetch_add(1);
@@ -278,8 +278,10 @@ uint64_t stream_tail(const Stream* stream) {
   return stream->tail.load(std::memory_order_acquire);
 }
 
+// Sequentially consistent, as the worker's store: a waiter registers in `waiters`, then reads `done`
+// (the other half of the pattern in worker_main). On x86 this load costs what an acquire load does.
 bool reached(const Stream* stream, uint64_t position) {
-  return stream->done.load(std::memory_order_acquire) >= position;
+  return stream->done.load(std::memory_order_seq_cst) >= position;
 }
 
 void wait_for(Stream* s, uint64_t position) {
