@@ -67,6 +67,22 @@ def extension_include_dirs() -> list[str]:
     return [str(Path(include_paths()[0]) / "kineto")]
 
 
+# The precompiled header every file of the extension, and the emulated math library, starts from
+# (the torch-free files of the driver and the operator library do not need it). PCH=0 builds
+# without it, file by file as each source includes what it uses.
+PRECOMPILED_HEADER = "csrc/precompiled.h"
+PRECOMPILED_USERS = ("csrc/kernels/emulated/host_math.cpp",)
+
+
+def use_precompiled_header() -> bool:
+    return os.environ.get("PCH", "1") not in ("", "0")
+
+
+def starts_from_precompiled_header(source: str) -> bool:
+    """Whether `source` (relative to the root) is compiled with the precompiled header."""
+    return source in PRECOMPILED_USERS or any(source.startswith(d + "/") for d in EXTENSION_DIRS)
+
+
 def debug() -> bool:
     """DEBUG=1 builds with -O0 -g."""
     return os.environ.get("DEBUG", "0") not in ("", "0")
