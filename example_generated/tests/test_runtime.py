@@ -93,6 +93,7 @@ def test_environment_configures_the_devices(programs):
     ],
 )
 def test_unparsable_setting_keeps_the_default(programs, variable, value, expected):
+    # The default is the device count the project was rendered with (copier.yml: device_count).
     result = run(programs["emulation"], EXPECT_DEVICE_COUNT="2", **{variable: value})
     assert result.returncode == 0, result.stdout + result.stderr
     assert expected in result.stderr
