@@ -47,6 +47,13 @@ def pyplot():
     return plt
 
 
+def save(fig, path: Path) -> None:
+    """Writes a finished figure to path and frees it (pyplot keeps every open figure)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+
+
 def bars(rows: list[Row], path: Path, title: str, labels: tuple[str, str] = ("cpu", DEVICE)) -> None:
     """Horizontal bars: time per call of each row, baseline and candidate side by side."""
     plt = pyplot()
@@ -60,9 +67,7 @@ def bars(rows: list[Row], path: Path, title: str, labels: tuple[str, str] = ("cp
     ax.set_xlabel("microseconds per call (log scale, lower is better)")
     ax.set_title(title)
     ax.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def bandwidth_plot(rows: list[Row], path: Path) -> None:
@@ -87,9 +92,7 @@ def bandwidth_plot(rows: list[Row], path: Path) -> None:
     ax.set_title("Copy bandwidth into preallocated buffers")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def allocation_plot(rows: list[Row], path: Path) -> None:
@@ -110,9 +113,7 @@ def allocation_plot(rows: list[Row], path: Path) -> None:
     ax.set_title("Allocator cost: copying into a fresh tensor against a preallocated one")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def profiler_plot(results: list[dict], path: Path) -> None:
@@ -132,9 +133,7 @@ def profiler_plot(results: list[dict], path: Path) -> None:
     ax.set_xlabel("CPU microseconds the profiler adds per step (lower is better)")
     ax.set_title("Profiling cost")
     ax.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
