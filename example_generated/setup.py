@@ -6,11 +6,13 @@ Build against the torch you run, without build isolation:
 
 The driver (csrc/runtime) and the operator library (csrc/kernels) become static libraries that the
 extension links; build_config.py says which sources form each part and with which flags.
-Environment: DEBUG=1 builds with -O0 -g; MAX_JOBS=N limits parallel compile jobs.
+Environment: DEBUG=1 builds with -O0 -g; MAX_JOBS=N limits parallel compile jobs; PCH=0 builds
+without the precompiled header (build_config.py).
 docs/build-speed.md in the template repository explains where the build's time goes.
 """
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -19,20 +21,28 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from setuptools import setup  # noqa: E402
+from torch.utils import cpp_extension  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 import build_config as config  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent
 RUNTIME_SOURCES = config.sources(config.RUNTIME_DIRS)
 KERNEL_SOURCES = config.sources(config.KERNEL_DIRS)
 EXTENSION_SOURCES = config.sources(config.EXTENSION_DIRS)
+if config.use_precompiled_header():
+    # ccache (which torch puts in front of the compiler when it is on PATH) caches the files compiled
+    # with the precompiled header only with this sloppiness; without it, it compiles them every time.
+    os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
 
 
 class BuildBackend(BuildExtension):
-    """torch's BuildExtension with three changes: a fixed build directory (build_config.build_dir),
-    so that every way of building is incremental; LIGHT_SOURCES compiled with light_flags() appended
-    (torch's compiles all sources with one set of flags, from one ninja file); and the runtime and
-    kernel sources archived into the two static libraries the extension links."""
+    """torch's BuildExtension with four changes: a fixed build directory (build_config.build_dir), so
+    that every way of building is incremental; per-file flags in torch's one ninja run (light_flags()
+    for LIGHT_SOURCES, the precompiled header for the files that start from it, which the same run
+    builds first); and the runtime and kernel sources archived into the two static libraries the
+    extension links. torch writes one set of flags for all sources: complete_ninja_file() adds the
+    rest to the ninja file it wrote, before ninja runs."""
 
     def finalize_options(self):
         super().finalize_options()
@@ -40,22 +50,22 @@ class BuildBackend(BuildExtension):
 
     def build_extension(self, ext):
         compile_all = self.compiler.compile
+        write_ninja_file = cpp_extension._write_ninja_file
 
-        def compile(sources, output_dir=None, extra_postargs=None, **kwargs):
-            light = [source for source in sources if source in config.LIGHT_SOURCES]
-            rest = [source for source in sources if source not in config.LIGHT_SOURCES]
-            objects = compile_all(rest, output_dir=output_dir, extra_postargs=extra_postargs, **kwargs)
-            if light:
-                light_args = {**extra_postargs, "cxx": [*extra_postargs["cxx"], *config.light_flags()]}
-                light_dir = os.path.join(output_dir, "light")
-                objects += compile_all(light, output_dir=light_dir, extra_postargs=light_args, **kwargs)
-            return self._archive(rest + light, objects)
+        def write_and_complete(path, *args, **kwargs):
+            write_ninja_file(path, *args, **kwargs)
+            complete_ninja_file(Path(path))
+
+        def compile(sources, output_dir=None, **kwargs):
+            return self._archive(sources, compile_all(sources, output_dir=output_dir, **kwargs))
 
         self.compiler.compile = compile
+        cpp_extension._write_ninja_file = write_and_complete
         try:
             super().build_extension(ext)
         finally:
             self.compiler.compile = compile_all
+            cpp_extension._write_ninja_file = write_ninja_file
 
     def _archive(self, sources, objects):
         """Replaces the runtime's and the kernels' objects (`objects` are those of `sources`, in
@@ -73,13 +83,51 @@ class BuildBackend(BuildExtension):
         return extension
 
 
+def complete_ninja_file(path: Path) -> None:
+    """Adds the per-file flags and the precompiled header to the ninja file torch wrote at `path`:
+    each `build <object>: compile <source>` statement gets its own post_cflags when its source needs
+    more than the common flags, and the files that start from the precompiled header depend on it,
+    so ninja builds it first (the torch-free files of the driver and the kernels compile meanwhile)."""
+    pch = config.use_precompiled_header()
+    header = path.parent / "pch" / Path(config.PRECOMPILED_HEADER).name
+    if pch:
+        header.parent.mkdir(exist_ok=True)
+        text = (ROOT / config.PRECOMPILED_HEADER).read_text()
+        if not header.exists() or header.read_text() != text:
+            header.write_text(text)  # the copy the .gch sits beside, rewritten only when it changed
+    lines = []
+    for line in path.read_text().splitlines():
+        match = re.fullmatch(r"build (\S+): compile (\S+)", line)
+        if not match:
+            lines.append(line)
+            continue
+        source = Path(match.group(2)).resolve().relative_to(ROOT).as_posix()
+        flags = [*config.light_flags()] if source in config.LIGHT_SOURCES else []
+        if pch and config.starts_from_precompiled_header(source):
+            line += f" | {header}.gch"
+            flags += ["-include", str(header), "-Winvalid-pch", "-fpch-preprocess"]
+        lines.append(line)
+        if flags:
+            lines.append(f"  post_cflags = $post_cflags {' '.join(flags)}")
+    if pch:
+        lines += [
+            "",
+            "rule precompile",
+            "  command = $cxx -MMD -MF $out.d $cflags -x c++-header $in -o $out $post_cflags",
+            "  depfile = $out.d",
+            "  deps = gcc",
+            f"build {header}.gch: precompile {header}",
+        ]
+    path.write_text("\n".join(lines) + "\n")
+
+
 setup(
     ext_modules=[
         CppExtension(
             name="torch_foo._C",
             sources=EXTENSION_SOURCES + KERNEL_SOURCES + RUNTIME_SOURCES,
             extra_compile_args={"cxx": config.cxx_flags()},
-            include_dirs=config.INCLUDE_DIRS,
+            include_dirs=config.INCLUDE_DIRS + config.extension_include_dirs(),
             library_dirs=config.LIBRARY_DIRS,
             libraries=config.LIBRARIES,
             extra_link_args=config.link_flags(),

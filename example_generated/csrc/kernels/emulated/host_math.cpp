@@ -30,7 +30,10 @@ std::optional<c10::ScalarType> scalar_type(fooDataType dtype) {
     case fooFloat64: return c10::ScalarType::Double;
     case fooComplex64: return c10::ScalarType::ComplexFloat;
     case fooComplex128: return c10::ScalarType::ComplexDouble;
-    default: return std::nullopt; // integral products are not this library's
+    // int64 as PyTorch's CPU kernels compute it (its convolutions and products accept it; CUDA's do
+    // not); the narrower integers and bool are not this library's.
+    case fooInt64: return c10::ScalarType::Long;
+    default: return std::nullopt;
   }
 }
 
