@@ -102,6 +102,24 @@ def test_architecture_shows_its_diagram_as_an_up_to_date_svg():
     assert not fenced, f"render these diagrams to SVG instead of ```mermaid blocks: {fenced}"
 
 
+def test_every_error_a_user_can_hit_has_its_message_fix_and_test():
+    """The errors table of docs/integration/errors.md (issue 14) has the errors users meet, each row
+    with a message, a fix and at least one test; test_identifiers_named_in_the_docs_exist checks that
+    those tests exist."""
+    page = (DOCS / "integration" / "errors.md").read_text()
+    section = page.split("## Every error a user can hit", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ---")][1:]
+    cells = [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+    assert all(len(row) == 4 and all(row) for row in cells), "each row: error | message | fix | test"
+    untested = [row[0] for row in cells if not re.search(r"`test_\w+`", row[3])]
+    assert not untested, f"rows without a test: {untested}"
+    errors = " ".join(row[0].lower() for row in cells)
+    expected = ["device index", "out of memory", "fork", "kernel failure", "different devices", "rename", "strict"]
+    expected += [f"injected {kind}" for kind in ("allocation", "copy", "kernel", "event")]
+    missing = [name for name in expected if name not in errors]
+    assert not missing, f"the errors table has no row for {missing}"
+
+
 def test_every_question_is_documented():
     questions = yaml.safe_load((ROOT / "copier.yml").read_text().replace("!include", "#"))
     asked = [name for name, spec in questions.items() if not name.startswith("_") and spec.get("when") is not False]
