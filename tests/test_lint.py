@@ -35,11 +35,20 @@ def test_actionlint_reports_a_broken_workflow(render):
 def test_workflow_builds_without_isolation_against_cpu_torch(render):
     workflow = yaml.safe_load((render("foo") / ".github" / "workflows" / "ci.yml").read_text())
     assert workflow["env"]["TORCH_INDEX_URL"].endswith("/whl/cpu")
-    assert set(workflow["jobs"]) == {"lint", "build-test"}
+    assert set(workflow["jobs"]) == {"lint", "build-test", "sanitizers"}
     steps = " ".join(step.get("run", "") for step in workflow["jobs"]["build-test"]["steps"])
     assert '"$TORCH_SPEC" --index-url "$TORCH_INDEX_URL"' in steps
     assert "pip install --no-build-isolation -e ." in steps and "pytest" in steps
     assert "pre-commit run --all-files" in workflow["jobs"]["lint"]["steps"][-1]["run"]
+
+
+def test_generated_workflow_runs_the_suite_under_asan_ubsan_and_tsan(render):
+    """The sanitizers job builds with SANITIZE (build_config.py test: pip install --no-build-isolation,
+    then pytest with the sanitizer runtime preloaded) for ASan+UBSan and for TSan."""
+    job = yaml.safe_load((render("foo") / ".github" / "workflows" / "ci.yml").read_text())["jobs"]["sanitizers"]
+    assert {entry["sanitize"] for entry in job["strategy"]["matrix"]["include"]} == {"address,undefined", "thread"}
+    assert job["env"]["SANITIZE"] == "${{ matrix.sanitize }}"
+    assert any(step.get("run", "").startswith("python build_config.py test ") for step in job["steps"])
 
 
 def test_generated_workflow_builds_through_ccache_keyed_on_torch_and_compiler(render):
