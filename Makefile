@@ -3,16 +3,25 @@
 #   make test                 the whole test suite (the README's command, run by CI): rendering, validation,
 #                             lint, docs, copier update, and building and testing rendered projects
 #   make test-fast            the same without the builds
+#   make test-lint, make test-render, make test-build NAME=foo
+#                             `make test` in the parts that CI runs as parallel jobs (.github/workflows/ci.yml):
+#                             lint, docs and CI checks; the other fast tests; the builds of one device name
 #   make render NAME=npu      render a backend into .work/NAME (DATA="benchmarks=false ci=none" for other answers)
 #   make build-test NAME=npu  render, build in its own venv and run its test suite (DATA as for render)
-#   make lint                 ruff on scripts/ and tests/, formatting of renders, actionlint on the generated CI
+#   make lint                 ruff on scripts/ and tests/, formatting of renders, actionlint on both CI workflows
 #   make docs                 build the documentation site into site/ in strict mode (make docs-serve: live)
 #   make example              regenerate example_generated/ after changing template/ (example-check: compare)
 #   make variants             list the feature variants the tests cover and which share a build
-# TORCH_SPEC chooses the torch to build and test against (default: the 2.13 CPU wheel).
+#   make torch-spec           print the torch the tasks install
+#   make venv                 only install the tools and torch into .venv
+# TORCH_SPEC chooses the torch to build and test against (default: the release in copier/torch.yml,
+# the one source of the version pin), TORCH_INDEX_URL the index it comes from (CI:
+# https://download.pytorch.org/whl/cpu, whose plain `torch` is the newest CPU build).
 
 PYTHON ?= python3
-TORCH_SPEC ?= torch==2.13.0
+TORCH_VERSION := $(shell sed -n 's/^version: *"\([^"]*\)".*/\1/p' copier/torch.yml)
+TORCH_SPEC ?= torch==$(TORCH_VERSION)
+TORCH_INDEX_URL ?=
 NAME ?= npu
 DATA ?=
 DATA_ARGS := $(foreach item,$(DATA),--data $(item))
@@ -20,15 +29,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Tools the tasks call (ruff, clang-format, actionlint, mkdocs) come from the same environment.
 export PATH := $(abspath $(BIN)):$(PATH)
-STAMP := $(VENV)/.installed-$(shell echo '$(TORCH_SPEC)' | tr -c 'A-Za-z0-9.\n' '_')
+STAMP := $(VENV)/.installed-$(shell echo '$(strip $(TORCH_SPEC) $(TORCH_INDEX_URL))' | tr -c 'A-Za-z0-9.\n' '_')
+# The tests that `make test-lint` runs; `make test-render` runs every other test that builds nothing.
+LINT_TESTS := tests/test_lint.py tests/test_docs.py tests/test_format.py tests/test_ci.py
 
-.PHONY: demo test test-fast render build-test example example-check lint docs docs-serve variants reserved-names clean
+.PHONY: torch-spec demo test test-fast test-lint test-render test-build render build-test example example-check \
+	lint docs docs-serve variants reserved-names venv clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)")
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	rm -f $(VENV)/.installed-* && touch $@
+
+torch-spec:
+	@echo '$(TORCH_SPEC)'
+
+venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python scripts/project.py demo
@@ -38,6 +56,16 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not slow"
+
+# `make test` in parts for CI's parallel jobs; together they run every test (tests/test_ci.py checks it).
+test-lint: $(STAMP)
+	$(BIN)/python -m pytest $(LINT_TESTS)
+
+test-render: $(STAMP)
+	$(BIN)/python -m pytest tests -m "not slow" $(addprefix --ignore=,$(LINT_TESTS))
+
+test-build: $(STAMP)
+	$(BIN)/python -m pytest tests -m slow --backend $(NAME)
 
 render: $(STAMP)
 	$(BIN)/python scripts/project.py render $(NAME) $(DATA_ARGS)

@@ -1,6 +1,7 @@
 """Migrations for `copier update`, run in the user's project by the `_migrations` of copier.yml.
 
     python copier/migrate.py move OLD NEW
+    python copier/migrate.py retire OLD WHERE
 
 `move`: the template moved the file OLD to NEW. Copier's update re-applies the user's changes as a
 diff against a render of the old template version, and that diff cannot follow a moved file: on its
@@ -8,6 +9,10 @@ own, copier deletes OLD (user edits included) and writes NEW fresh. Run after th
 default stage for migrations), this three-way merges the user's last committed OLD ("ours") into
 the new template's NEW ("theirs"), with the old template's render of OLD as the common base.
 Overlapping edits are left as conflict markers in NEW and reported, as copier does for other files.
+
+`retire`: the template removed OLD and spread its content over other files (WHERE says which, for
+the message). Copier deletes OLD; if the user had edited it, their version is kept as OLD.orig (not
+built, not imported) with a message, so that no work is lost and they carry it over by hand.
 
 copier.yml entry (paths may use Jinja, e.g. "{{ package_name }}/old.py"):
 
@@ -98,15 +103,40 @@ def move(old: str, new: str) -> int:
     return 0
 
 
+def retire(old: str, where: str) -> int:
+    ours = committed(old)
+    if ours is None:
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        base_path = render_old_version(Path(tmp) / "old") / old
+        if base_path.exists() and base_path.read_bytes() == ours:
+            print(f"migrate: {old} is gone; its content now lives in {where}")
+            return 0
+    kept = Path(old + ".orig")
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_bytes(ours)
+    print(
+        f"migrate: {old} is gone (its content now lives in {where}); your edited version is kept as "
+        f"{kept}: carry your changes over, then delete it",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("move", help="the template moved OLD to NEW: carry the user's edits over")
     p.add_argument("old")
     p.add_argument("new")
+    p = sub.add_parser("retire", help="the template removed OLD: keep the user's edited version as OLD.orig")
+    p.add_argument("old")
+    p.add_argument("where", help="where OLD's content went, for the message")
     args = parser.parse_args()
     if args.command == "move":
         return move(args.old, args.new)
+    if args.command == "retire":
+        return retire(args.old, args.where)
     return 2
 
 

@@ -1,5 +1,5 @@
-"""Checks of the template repository beyond rendering: lint, the generated CI workflow, the docs
-site, and the feature variants of copier.yml.
+"""Checks of the template repository beyond rendering: lint, the CI workflows (the template's own
+and the generated one), the docs site, and the feature variants of copier.yml.
 
     python scripts/checks.py lint         ruff on scripts/ and tests/, formatting of renders, actionlint
     python scripts/checks.py docs [DIR]   build the documentation site in strict mode (into DIR, default site/)
@@ -103,7 +103,8 @@ def ruff_problems() -> list[str]:
 
 
 def actionlint_problems(root: Path) -> list[str]:
-    """actionlint findings in a rendered project's GitHub workflows (shellcheck included when installed)."""
+    """actionlint findings in the GitHub workflows of a rendered project or of this repository (root),
+    shellcheck included when installed."""
     workflows = sorted((root / ".github" / "workflows").glob("*.y*ml"))
     if not workflows:
         return [f"{root.name}: no workflow under .github/workflows"]
@@ -120,8 +121,8 @@ def actionlint_problems(root: Path) -> list[str]:
 
 
 def workflow_problems() -> list[str]:
-    """actionlint on the workflow of every variant that has one."""
-    problems = []
+    """actionlint on the template's own CI workflow and on the workflow of every variant that has one."""
+    problems = actionlint_problems(ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         for label, answers in variants().items():
             if answers.get("ci", "github") != "github":
@@ -152,7 +153,7 @@ def build_docs(site_dir: Path) -> subprocess.CompletedProcess:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("lint", help="ruff, formatting of renders, actionlint on the generated workflow")
+    sub.add_parser("lint", help="ruff, formatting of renders, actionlint on the CI workflows")
     p = sub.add_parser("docs", help="build the documentation site in strict mode")
     p.add_argument("site_dir", nargs="?", default=str(ROOT / "site"))
     sub.add_parser("variants", help="list feature variants and which of them share a build")

@@ -90,7 +90,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the file is out of date")
     args = parser.parse_args()
-    text = render(collect())
+    data = collect()
+    text = render(data)
     if args.check:
         if OUTPUT.read_text() != text:
             print(f"{OUTPUT} is out of date: run python scripts/update_reserved_names.py")
@@ -98,6 +99,10 @@ def main() -> int:
         return 0
     OUTPUT.write_text(text)
     print(f"wrote {OUTPUT}")
+    import facts  # this directory: the torch pin
+
+    if data["torch_version"] != facts.torch_version():
+        print(f"note: the installed torch is not the pinned one ({facts.torch_spec()}, copier/torch.yml)")
     return 0
 
 

@@ -2,6 +2,7 @@
 testing rendered projects (the `slow` ones)."""
 
 import os
+import re
 import sys
 import sysconfig
 from pathlib import Path
@@ -18,8 +19,40 @@ import checks  # noqa: E402
 import project  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--backend",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only the tests that build the device name NAME (marked backend(NAME)); repeatable. "
+        "The template's CI runs one name per job: make test-build NAME=...",
+    )
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: builds a rendered project and runs its test suite (minutes)")
+    config.addinivalue_line(
+        "markers", "backend(name): the device name whose rendered project the test builds (selected by --backend)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every slow test says which device name it builds, so that `--backend` (and with it a CI job
+    of .github/workflows/ci.yml) selects it; with `--backend NAME` only those tests run."""
+    unnamed = [
+        item.nodeid for item in items if item.get_closest_marker("slow") and not item.get_closest_marker("backend")
+    ]
+    if unnamed:
+        raise pytest.UsageError(
+            "mark these slow tests with @pytest.mark.backend(name) so that a CI job builds them "
+            f"(and add a new name to the build-test matrix of .github/workflows/ci.yml): {unnamed}"
+        )
+    names = config.getoption("backend")
+    if names:
+        chosen = [item for item in items if (mark := item.get_closest_marker("backend")) and mark.args[0] in names]
+        config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
+        items[:] = chosen
 
 
 @pytest.fixture
@@ -64,3 +97,25 @@ class Builds:
 @pytest.fixture(scope="session")
 def builds():
     return Builds()
+
+
+def assert_builds_through_ccache(steps: list[dict], build_command: str) -> None:
+    """The steps of a GitHub workflow job (the template's or a generated one) install ccache and restore
+    its cache, keyed on the OS, the compiler and the Python and torch versions, before the step that
+    runs build_command. torch 2.13's cpp_extension puts `ccache` in front of the compiler when it is on
+    PATH, older torch runs `c++` from PATH: the masquerade directory /usr/lib/ccache covers both, while
+    CXX="ccache g++" breaks 2.13 (its wrapper makes that `ccache 'ccache g++'`)."""
+    setup = next(i for i, step in enumerate(steps) if step.get("id") == "ccache")
+    cache = next(i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/cache@"))
+    build = next(i for i, step in enumerate(steps) if build_command in step.get("run", ""))
+    assert setup < cache < build, "install ccache and restore its cache before the build"
+    script = steps[setup]["run"]
+    assert "apt-get install -y -q ccache" in script and '"/usr/lib/ccache" >> "$GITHUB_PATH"' in script
+    assert "CXX" not in script
+    key = re.search(r'echo "key=(\S+)" >> "\$GITHUB_OUTPUT"', script).group(1)
+    assert all(part in key for part in ("$RUNNER_OS", "$compiler", "$versions")), key
+    assert "torch.__version__" in script and "python_version()" in script and "c++ --version" in script
+    assert steps[cache]["with"]["path"] == "~/.cache/ccache" and "CCACHE_DIR=$HOME/.cache/ccache" in script
+    assert steps[cache]["with"]["key"] == "${{ steps.ccache.outputs.key }}-${{ github.sha }}"
+    assert steps[cache]["with"]["restore-keys"] == "${{ steps.ccache.outputs.key }}-"
+    assert "ccache --zero-stats" in steps[build]["run"], "show what the cache saved"

@@ -1,5 +1,7 @@
-"""The template's own code passes ruff; the generated project's CI workflow passes actionlint and its
-pre-commit configuration is valid and pins the formatter versions that tests/test_format.py runs."""
+"""The template's own code passes ruff; the template's CI workflow and the generated project's pass
+actionlint (with shellcheck on their scripts); the generated workflow builds through a compiler cache;
+the generated pre-commit configuration is valid and pins the formatter versions that
+tests/test_format.py runs."""
 
 import re
 import subprocess
@@ -7,6 +9,7 @@ import subprocess
 import yaml
 
 import checks
+from conftest import assert_builds_through_ccache
 
 
 def test_template_code_passes_ruff():
@@ -14,7 +17,8 @@ def test_template_code_passes_ruff():
     assert not problems, "run `ruff check --fix . && ruff format .`:\n" + "\n".join(problems[:30])
 
 
-def test_generated_workflow_passes_actionlint():
+def test_ci_workflows_pass_actionlint():
+    """.github/workflows/ci.yml of this repository and the generated workflow of every variant."""
     problems = checks.workflow_problems()
     assert not problems, "\n".join(problems)
 
@@ -36,6 +40,11 @@ def test_workflow_builds_without_isolation_against_cpu_torch(render):
     assert '"$TORCH_SPEC" --index-url "$TORCH_INDEX_URL"' in steps
     assert "pip install --no-build-isolation -e ." in steps and "pytest" in steps
     assert "pre-commit run --all-files" in workflow["jobs"]["lint"]["steps"][-1]["run"]
+
+
+def test_generated_workflow_builds_through_ccache_keyed_on_torch_and_compiler(render):
+    workflow = yaml.safe_load((render("foo") / ".github" / "workflows" / "ci.yml").read_text())
+    assert_builds_through_ccache(workflow["jobs"]["build-test"]["steps"], "pip install --no-build-isolation")
 
 
 def tool_version(name: str) -> str:

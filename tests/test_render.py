@@ -6,6 +6,8 @@ import re
 import pytest
 import yaml
 
+from conftest import ROOT
+
 NAMES = ["foo", "npu", "my_accel", "tpu_v"]
 
 
@@ -39,7 +41,7 @@ def test_names_are_derived_from_the_backend_name(render):
     assert 'my_accel = "_torch_my_accel_autoload:load"' in pyproject
     runtime = (project / "csrc" / "runtime" / "runtime.h").read_text()
     assert "myAccelError_t myAccelMalloc(void** devPtr, size_t size);" in runtime
-    assert "MY_ACCEL_DEVICE_COUNT" in runtime
+    assert "MY_ACCEL_DEVICE_COUNT" in (project / "csrc" / "runtime" / "emulated" / "config.cpp").read_text()
     assert "namespace torch_my_accel" in (project / "csrc" / "core" / "Device.h").read_text()
     assert "MyAccelDeviceAllocator" in (project / "csrc" / "core" / "DeviceAllocator.cpp").read_text()
     assert 'BACKEND_NAME = "my_accel"' in (project / "torch_my_accel" / "__init__.py").read_text()
@@ -52,9 +54,10 @@ def test_answers_file_records_the_questions_only(render):
     assert answers["author_name"] == "Ada"
     assert answers["device_count"] == 4
     assert "_src_path" in answers
-    for computed in ("reserved", "package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix"):
+    computed_values = ("reserved", "torch", "torch_version", "torch_minor_version", "max_device_count")
+    for computed in (*computed_values, "package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix"):
         assert computed not in answers
-    assert "int device_count = 4;" in (project / "csrc" / "runtime" / "runtime.cpp").read_text()
+    assert "int device_count = 4;" in (project / "csrc" / "runtime" / "emulated" / "emulated.h").read_text()
 
 
 @pytest.mark.parametrize("license_name", ["BSD-3-Clause", "Apache-2.0", "MIT", "Proprietary"])
@@ -63,3 +66,19 @@ def test_license_choice(render, license_name):
     pyproject = (project / "pyproject.toml").read_text()
     expected = "LicenseRef-Proprietary" if license_name == "Proprietary" else license_name
     assert f'license = "{expected}"' in pyproject
+
+
+def test_a_template_file_is_jinja_exactly_when_it_uses_an_answer():
+    """docs/development.md's rule: `.jinja` files are rendered, so they must use Jinja; other files
+    are copied as they are, so Jinja in them would reach users unrendered."""
+    jinja = re.compile(r"(?<!\$)\{\{|\{%|\{#")
+    needless, unrendered = [], []
+    for path in sorted((ROOT / "template").rglob("*")):
+        if path.is_file():
+            uses = bool(jinja.search(path.read_text()))
+            if path.suffix == ".jinja" and not uses:
+                needless.append(str(path.relative_to(ROOT)))
+            elif path.suffix != ".jinja" and uses:
+                unrendered.append(str(path.relative_to(ROOT)))
+    assert not needless, f"these use no answer: drop their .jinja suffix: {needless}"
+    assert not unrendered, f"these use Jinja but are copied unrendered: add .jinja: {unrendered}"

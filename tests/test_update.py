@@ -3,7 +3,7 @@ current release: the user's edits survive, the template's changes arrive, a file
 keeps the user's edits through its migration (copier/migrate.py), and nothing is left in conflict.
 
 The test builds its own template repository from the working tree (release v0.1.0), then makes a
-release v0.2.0 on top of it the way a maintainer would: a new file, a changed line, and a moved file
+release v0.9.0 on top of it the way a maintainer would: a new file, a changed line, and a moved file
 with its `_migrations` entry."""
 
 import os
@@ -34,10 +34,13 @@ USER_README = "\n## Our lab notes\n\nBuilt nightly on the lab machine.\n"
 USER_INIT = "\n\n# Our lab's addition.\nLAB_BUILD = True\n"
 MIGRATION = (
     "_migrations:\n"
-    "  - version: v0.2.0\n"
+    "  - version: v0.9.0\n"
     '    command: ["{{ _copier_python }}", "{{ _copier_conf.src_path }}/copier/migrate.py",\n'
     '              "move", "tests/test_ops.py", "tests/test_elementwise.py"]\n'
 )
+# The release this working tree succeeds, as the commit that was tagged (tags do not travel with
+# the repository; its history does): test_update_from_the_previous_release starts from it.
+PREVIOUS_RELEASE = ("v0.1.0", "78205c087c72b971495df95a92b7f47a18a3bfcf")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -59,7 +62,7 @@ def release(repo: Path, tag: str, message: str) -> None:
 
 @pytest.fixture
 def template_repo(tmp_path):
-    """A git repository of the template: the working tree as v0.1.0, and a v0.2.0 on top of it."""
+    """A git repository of the template: the working tree as v0.1.0, and a v0.9.0 on top of it."""
     repo = tmp_path / "template"
     files = git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for relative in files:
@@ -78,9 +81,10 @@ def template_repo(tmp_path):
     moved = repo / "template" / "tests" / "test_elementwise.py.jinja"
     moved.write_text("# Elementwise kernels against the CPU (tests/test_ops.py before 0.2.0).\n" + moved.read_text())
     copier_yml = repo / "copier.yml"
-    assert "_migrations: []\n" in copier_yml.read_text(), "copier.yml must keep its _migrations list for this test"
-    copier_yml.write_text(copier_yml.read_text().replace("_migrations: []\n", MIGRATION))
-    release(repo, "v0.2.0", "Release 0.2.0: test_ops.py becomes test_elementwise.py")
+    assert "\n_migrations:" in copier_yml.read_text(), "copier.yml must keep its _migrations list for this test"
+    text = copier_yml.read_text().replace("\n_migrations: []\n", "\n_migrations:\n")
+    copier_yml.write_text(text.replace("\n_migrations:\n", "\n" + MIGRATION, 1))
+    release(repo, "v0.9.0", "Release 0.9.0: test_ops.py becomes test_elementwise.py")
     return repo
 
 
@@ -127,10 +131,10 @@ def test_update_keeps_user_edits_and_brings_template_changes(template_repo, tmp_
         tests.write(USER_TEST)
     commit_all(project, "Our changes")
 
-    update(project, "v0.2.0")
+    update(project, "v0.9.0")
 
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
-    assert answers["_commit"] == "v0.2.0" and answers["backend_name"] == NAME
+    assert answers["_commit"] == "v0.9.0" and answers["backend_name"] == NAME
     readme = (project / "README.md").read_text()
     assert USER_README in readme, "the user's README section was lost"
     assert "## Build and run the tests" in readme and "## Build and test\n" not in readme, "template change missing"
@@ -146,18 +150,18 @@ def test_update_keeps_user_edits_and_brings_template_changes(template_repo, tmp_
 
 def test_update_moves_an_unedited_file(template_repo, tmp_path):
     project = generate(template_repo, tmp_path / "project", "v0.1.0")
-    update(project, "v0.2.0")
+    update(project, "v0.9.0")
     assert not (project / "tests" / "test_ops.py").exists()
     moved = (project / "tests" / "test_elementwise.py").read_text()
     fresh = run_copy(
-        str(template_repo), tmp_path / "fresh", data={"backend_name": NAME}, vcs_ref="v0.2.0", defaults=True, quiet=True
+        str(template_repo), tmp_path / "fresh", data={"backend_name": NAME}, vcs_ref="v0.9.0", defaults=True, quiet=True
     )
     assert moved == (Path(fresh.dst_path) / "tests" / "test_elementwise.py").read_text()
     assert_nothing_in_conflict(project)
 
 
 def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
-    project = generate(template_repo, tmp_path / "project", "v0.2.0")
+    project = generate(template_repo, tmp_path / "project", "v0.9.0")
     package = project / f"torch_{NAME}"
     with (project / "README.md").open("a") as readme:
         readme.write(USER_README)
@@ -165,7 +169,7 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
         init.write(USER_INIT)
     commit_all(project, "Our changes")
 
-    update(project, "v0.2.0", benchmarks=False, ci="none", custom_op=False, opinfo_tests=False)
+    update(project, "v0.9.0", benchmarks=False, ci="none", custom_op=False, opinfo_tests=False)
     assert not (project / "benchmarks").exists() and not (project / ".github").exists()
     assert not (project / "csrc" / "aten" / "CustomOps.cpp").exists() and not (package / "ops.py").exists()
     assert not (project / "tests" / "test_custom_ops.py").exists()
@@ -182,7 +186,7 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
     assert_nothing_in_conflict(project)
     commit_all(project, "No benchmarks, no CI, no example operator, no OpInfo tests")
 
-    update(project, "v0.2.0", benchmarks=True, ci="github", custom_op=True, opinfo_tests=True)
+    update(project, "v0.9.0", benchmarks=True, ci="github", custom_op=True, opinfo_tests=True)
     assert (project / "benchmarks" / "bench_ops.py").exists()
     assert (project / ".github" / "workflows" / "ci.yml").exists()
     assert (project / "csrc" / "aten" / "CustomOps.cpp").exists() and (package / "ops.py").exists()
@@ -197,15 +201,76 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
 
 def test_overlapping_edits_of_a_moved_file_are_marked_as_conflicts(template_repo, tmp_path, capfd):
     project = generate(template_repo, tmp_path / "project", "v0.1.0")
-    # The user edits the first line, where v0.2.0 also adds a line: both changed the same place.
+    # The user edits the first line, where v0.9.0 also adds a line: both changed the same place.
     ops = project / "tests" / "test_ops.py"
     ops.write_text("# Our kernels' tests.\n" + ops.read_text())
     commit_all(project, "Our header")
 
-    update(project, "v0.2.0")
+    update(project, "v0.9.0")
 
     moved = (project / "tests" / "test_elementwise.py").read_text()
     assert "<<<<<<< new template" in moved and ">>>>>>> your edits" in moved
     assert "# Our kernels' tests." in moved and "# Elementwise kernels against the CPU" in moved
     assert "1 conflict(s) marked in tests/test_elementwise.py" in capfd.readouterr().err
     assert not (project / "tests" / "test_ops.py").exists()
+
+
+def test_update_from_the_previous_release(tmp_path):
+    """A project generated from the last release, edited by its user (the README, a test, and the
+    driver, which this release split into files), takes this release: the edits of files that stay
+    survive, the edited driver file that went is kept as .orig beside its replacements, and every
+    other file equals a fresh render."""
+    tag, commit = PREVIOUS_RELEASE
+    present = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
+    assert present.returncode == 0, f"the history of this repository must contain {tag} ({commit}); clone it whole"
+    repo = tmp_path / "template"
+    repo.mkdir()
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(repo)], input=archive, check=True)
+    git(repo.parent, "init", "-q", "-b", "main", repo.name)
+    release(repo, tag, f"Release {tag}")
+    for path in list(repo.iterdir()):
+        if path.name != ".git":
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    files = git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    for relative in files:
+        source = ROOT / relative
+        if relative and source.is_file() and not relative.startswith("example_generated/"):
+            (repo / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, repo / relative)
+    release(repo, "v0.2.0", "This release")
+
+    project = generate(repo, tmp_path / "project", tag)
+    runtime = project / "csrc" / "runtime" / "runtime.cpp"
+    assert runtime.exists(), f"{tag} had the driver in one file"
+    with (project / "README.md").open("a") as readme:
+        readme.write(USER_README)
+    with (project / "tests" / "test_ops.py").open("a") as tests:
+        tests.write(USER_TEST)
+    runtime.write_text(runtime.read_text() + "\n// Our lab's driver notes.\n")
+    commit_all(project, "Our changes")
+
+    update(project, "v0.2.0")
+
+    assert USER_README in (project / "README.md").read_text()
+    assert USER_TEST in (project / "tests" / "test_ops.py").read_text()
+    kept = project / "csrc" / "runtime" / "runtime.cpp.orig"
+    assert not runtime.exists() and "// Our lab's driver notes." in kept.read_text()
+    fresh = Path(
+        run_copy(
+            str(repo),
+            tmp_path / "fresh",
+            data={"backend_name": NAME},
+            vcs_ref="v0.2.0",
+            defaults=True,
+            quiet=True,
+            unsafe=True,
+        ).dst_path
+    )
+    expected = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+    actual = {p.relative_to(project) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert actual - expected == {Path("csrc/runtime/runtime.cpp.orig")}
+    assert expected - actual == set()
+    edited = {Path("README.md"), Path("tests/test_ops.py"), Path(".copier-answers.yml")}
+    for relative in expected - edited:
+        assert (project / relative).read_bytes() == (fresh / relative).read_bytes(), f"{relative} differs"

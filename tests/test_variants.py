@@ -128,6 +128,7 @@ def test_a_reused_build_gives_the_project_its_compiled_extension(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.backend("foo")
 @pytest.mark.parametrize("label", VARIANTS)
 def test_variant_builds_and_passes(render, builds, label):
     passed, built_as = builds.build_and_test(render("foo", **VARIANTS[label]), label)

@@ -5,9 +5,11 @@
 Dispatch: a 4-element add runs the native kernel path (type promotion, TensorIterator, launch);
 a 4-element sin runs the CPU fallback (two copies per tensor). Copies: host-to-device and
 device-to-host into preallocated buffers against a CPU-to-CPU copy of the same size; a ratio of
-1.0 means the device path moves data as fast as the CPU copy does.
+1.0 means the device path moves data as fast as the CPU copy does. Sparse: sparse @ dense,
+coalesce, COO to CSR and sampled_addmm, which run on the CPU fallback.
 """
 
+import warnings
 from functools import partial
 
 import torch
@@ -55,6 +57,31 @@ def copy_bandwidth() -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def sparse_costs() -> list[tuple[str, str, str, str]]:
+    """Sparse operators on the device run on the CPU's sparse kernels through the fallback: the
+    ratio is the price of copying every operand to the host and the result back."""
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    g = torch.Generator().manual_seed(0)
+    dense = torch.randn(1024, 1024, generator=g) * (torch.rand(1024, 1024, generator=g) < 0.01)
+    coo_cpu = dense.to_sparse()
+    csr_cpu = dense.to_sparse_csr()
+    rhs_cpu = torch.randn(1024, 64, generator=g)
+    a_cpu, b_cpu = torch.randn(1024, 32, generator=g), torch.randn(32, 1024, generator=g)
+    cases = {
+        "sparse (1% of 1024x1024) @ dense 1024x64": lambda s, c, r, a, b: torch.sparse.mm(s, r),
+        "coalesce of the same COO tensor": lambda s, c, r, a, b: s._coalesced_(False).coalesce(),
+        "COO to CSR": lambda s, c, r, a, b: s.to_sparse_csr(),
+        "CSR @ dense 1024x64": lambda s, c, r, a, b: c @ r,
+        "sampled_addmm on the CSR pattern (32-wide factors)": lambda s, c, r, a, b: torch.sparse.sampled_addmm(c, a, b),
+    }
+    rows = []
+    on_device = [t.to(DEVICE) for t in (coo_cpu, csr_cpu, rhs_cpu, a_cpu, b_cpu)]
+    for name, op in cases.items():
+        cpu, dev, ratio = compare(partial(op, coo_cpu, csr_cpu, rhs_cpu, a_cpu, b_cpu), partial(op, *on_device))
+        rows.append((name, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
+    return rows
+
+
 def main() -> None:
     print_setup(DEVICE)
     print_table(
@@ -66,6 +93,11 @@ def main() -> None:
         "Copy bandwidth into preallocated buffers (ratio = device speed / CPU copy speed)",
         copy_bandwidth(),
         ("copy", "cpu to cpu", DEVICE, "ratio"),
+    )
+    print_table(
+        "Sparse operators (CPU fallback with the CPU's sparse kernels; lower ratio is better)",
+        sparse_costs(),
+        ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"),
     )
 
 

@@ -89,6 +89,34 @@ def test_is_initialized_after_use():
     assert torch.foo.is_initialized()
 
 
+def test_init_initialises_explicitly_and_once(run_python):
+    code = """
+        import torch, torch_foo
+        print("before:", torch.foo.is_initialized())
+        torch.foo.init()
+        torch.foo.init()  # does nothing the second time
+        print("after:", torch.foo.is_initialized(), torch.foo._initialized)
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert "before: False" in result.stdout and "after: True True" in result.stdout
+
+
+def test_torch_calls_lazy_init_before_the_first_device_tensor(run_python):
+    code = """
+        import torch, torch_foo
+        calls = []
+        original = torch.foo._lazy_init
+        torch.foo._lazy_init = lambda: (calls.append(1), original())
+        torch.ones(2, device="foo")
+        torch.zeros(2, device="foo")
+        print("calls:", len(calls), torch.foo.is_initialized())
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert "calls: 1 True" in result.stdout
+
+
 def test_accelerator_api_sees_the_backend():
     assert torch.accelerator.is_available()
     assert torch.accelerator.current_accelerator() == torch.device("foo")

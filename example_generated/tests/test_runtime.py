@@ -1,33 +1,108 @@
-"""The runtime API on its own: tests/runtime_test.cpp compiled with csrc/runtime/runtime.cpp and no
-PyTorch, with and without strict memory mode. A port to hardware can run it against its own
-runtime.cpp."""
+"""The driver on its own, without PyTorch: tests/runtime/contract_test.cpp (the contract of
+csrc/runtime/runtime.h, which a hardware port runs unchanged) and tests/runtime/emulation_test.cpp
+(the emulated device's own behaviour), each linked with the runtime library the extension links
+(build_config.py says where the build put it, and with which flags)."""
 
 import os
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import build_config  # noqa: E402
+
+TESTS = ROOT / "tests" / "runtime"
+
+
+def compile_program(output: Path, *sources: Path, shared: bool = False) -> Path:
+    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    assert compiler, "a C++ compiler is needed (the extension was built with one)"
+    command = [compiler, build_config.CXX_STANDARD, "-O1", "-pthread", *map(str, sources), "-o", str(output)]
+    command += [f"-I{directory}" for directory in build_config.INCLUDE_DIRS]
+    if shared:
+        command += ["-shared", "-fPIC"]
+    else:
+        library = build_config.library_path(build_config.RUNTIME_LIBRARY)
+        if not library.exists():
+            pytest.fail(f"{library} is missing: build the project first (pip install --no-build-isolation -e .)")
+        command += [str(library), *build_config.link_flags()]
+        command += [f"-L{directory}" for directory in build_config.LIBRARY_DIRS]
+        command += [f"-l{name}" for name in build_config.LIBRARIES]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return output
 
 
 @pytest.fixture(scope="module")
-def runtime_test(tmp_path_factory) -> Path:
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    assert compiler, "a C++ compiler is needed (the extension was built with one)"
-    executable = tmp_path_factory.mktemp("runtime") / "runtime_test"
-    sources = [ROOT / "tests" / "runtime_test.cpp", ROOT / "csrc" / "runtime" / "runtime.cpp"]
-    command = [compiler, "-std=c++17", "-O1", "-pthread", "-fopenmp", *map(str, sources), "-o", str(executable)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    return executable
+def programs(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("runtime")
+    return {
+        "contract": compile_program(
+            out / "contract_test", TESTS / "contract_test.cpp", TESTS / "emulated_test_kernels.cpp"
+        ),
+        "emulation": compile_program(out / "emulation_test", TESTS / "emulation_test.cpp"),
+        "module": compile_program(out / "add_one.so", TESTS / "add_one_module.cpp", shared=True),
+    }
+
+
+def run(program: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "FOO_DEVICE_MEMORY": "64M", **env}
+    return subprocess.run([str(program), *args], capture_output=True, text=True, env=environment, timeout=300)
 
 
 @pytest.mark.parametrize("strict", ["0", "1"], ids=["default", "strict"])
-def test_runtime_conformance(runtime_test, strict):
-    env = dict(os.environ)
-    env.update({"FOO_DEVICE_COUNT": "2", "FOO_DEVICE_MEMORY": "64M", "FOO_STRICT_MEMORY": strict})
-    result = subprocess.run([str(runtime_test)], capture_output=True, text=True, env=env, timeout=300)
+@pytest.mark.parametrize("devices", ["1", "2"])
+def test_runtime_contract(programs, strict, devices):
+    result = run(programs["contract"], FOO_STRICT_MEMORY=strict, FOO_DEVICE_COUNT=devices)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "runtime conformance: all checks passed" in result.stdout
+    assert "runtime contract: all checks passed" in result.stdout
+
+
+@pytest.mark.parametrize("strict", ["0", "1"], ids=["default", "strict"])
+def test_emulation(programs, strict):
+    result = run(programs["emulation"], "--module", str(programs["module"]), FOO_STRICT_MEMORY=strict)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "runtime emulation: all checks passed" in result.stdout
+
+
+def test_environment_configures_the_devices(programs):
+    result = run(
+        programs["emulation"],
+        FOO_DEVICE_COUNT="3",
+        FOO_DEVICE_MEMORY="32M",
+        EXPECT_DEVICE_COUNT="3",
+        EXPECT_DEVICE_MEMORY=str(32 << 20),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("FOO_DEVICE_COUNT", "two", "ignoring FOO_DEVICE_COUNT=two"),
+        ("FOO_DEVICE_MEMORY", "8X", "ignoring FOO_DEVICE_MEMORY=8X"),
+    ],
+)
+def test_unparsable_setting_keeps_the_default(programs, variable, value, expected):
+    result = run(programs["emulation"], EXPECT_DEVICE_COUNT="2", **{variable: value})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert expected in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("mode", "explanation"),
+    [
+        ("--touch-from-host", "host code read or wrote device memory directly"),
+        ("--touch-from-kernel", "a kernel used a device pointer without translating it"),
+    ],
+)
+def test_strict_memory_explains_the_crash(programs, mode, explanation):
+    result = run(programs["emulation"], mode, FOO_STRICT_MEMORY="1")
+    assert result.returncode == -signal.SIGSEGV, result.stdout + result.stderr
+    assert f"foo strict memory mode: {explanation}" in result.stderr

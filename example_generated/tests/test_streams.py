@@ -144,13 +144,12 @@ def test_bad_streams_raise_and_change_nothing():
     assert torch.foo.current_device() == 0
 
 
-def test_kernel_failure_is_reported_at_the_next_synchronisation(device, capfd):
+def test_kernel_failure_is_reported_at_the_next_synchronisation(device):
     stream = torch.foo.Stream(device)
     with torch.foo.stream(stream):
         torch.foo._C._launch_failing_kernel("deliberate failure")  # enqueuing succeeds
         x = torch.ones(3, device=device) + 1  # later work still runs
-        with pytest.raises(RuntimeError, match="a kernel failed"):
+        with pytest.raises(RuntimeError, match="a kernel failed: kernel trap: deliberate failure"):
             stream.synchronize()
         stream.synchronize()  # reported once; the stream keeps working
         assert_close(x.cpu(), torch.full((3,), 2.0))
-    assert "foo kernel failed: deliberate failure" in capfd.readouterr().err

@@ -39,6 +39,7 @@ from ._utils import _get_device_index  # noqa: E402,F401  torch.serialization lo
 from .amp import get_amp_supported_dtype, is_bf16_supported  # noqa: E402
 from .device import (  # noqa: E402
     _is_in_bad_fork,  # noqa: F401  torch.manual_seed and DataLoader workers look it up here
+    _lazy_init,  # noqa: F401  torch calls it before it creates the first device tensor
     current_device,
     device,
     device_count,
@@ -46,6 +47,7 @@ from .device import (  # noqa: E402
     get_device_capability,
     get_device_name,
     get_device_properties,
+    init,
     is_available,
     is_initialized,
     set_device,
@@ -153,6 +155,7 @@ __all__ = [
     "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
+    "init",
     "initial_seed",
     "is_available",
     "is_bf16_supported",

@@ -38,11 +38,30 @@ def synchronize(device: Any = None) -> None:
     _C._synchronize(_get_device_index(device, optional=True))
 
 
+def init() -> None:
+    """Initialises the foo runtime and the current device now, as ``torch.cuda.init()`` does for CUDA.
+
+    Ordinary code never needs it: the first foo tensor initialises the runtime. Call it to
+    initialise at a time of your choosing (before forking workers that must not use the device, say).
+    Does nothing once initialised. In a process forked after initialisation it raises RuntimeError
+    with PyTorch's wording, "Cannot re-initialize foo in forked subprocess. ...".
+    """
+    _C._init()
+
+
+def _lazy_init() -> None:
+    """torch calls ``torch.foo._lazy_init()``, when it exists, before the first foo tensor a
+    Python call creates (torch.ones(..., device="foo"), tensor.to("foo")), as it calls
+    ``torch.cuda._lazy_init()``."""
+    _C._init()
+
+
 def _is_in_bad_fork() -> bool:
     """True in a child process forked after the foo runtime was initialised in its parent.
 
     Such a child cannot use foo devices (the runtime's worker threads do not survive fork;
-    every call raises and says to use the 'spawn' start method). torch.manual_seed and the
+    every call raises RuntimeError("Cannot re-initialize foo in forked subprocess. ..."), CUDA's
+    wording, which says to use the 'spawn' start method). torch.manual_seed and the
     DataLoader's workers check it before they touch the device.
     """
     return _C._is_in_bad_fork()
@@ -86,10 +105,12 @@ class DeviceProperties(NamedTuple):
     multi_processor_count: int
     major: int
     minor: int
+    max_threads_per_block: int
+    shared_memory_per_block: int
 
 
 def get_device_properties(device: Any = None) -> DeviceProperties:
-    """Name, memory capacity in bytes, compute units and capability of a device."""
+    """Name, memory capacity in bytes, compute units, capability and launch limits of a device."""
     return DeviceProperties(**_C._device_properties(_get_device_index(device, optional=True)))
 
 

@@ -6,44 +6,14 @@
 // Both read the scale and the flag where they live, in device memory, inside the kernel: the host
 // never waits for the device here, which is what keeps GradScaler cheap on an asynchronous device.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <atomic>
-#include <cmath>
-
-#include "Loops.h"
+#include "OpLibrary.h"
 
 namespace torch_foo {
 namespace {
-
-// ---- device code --------------------------------------------------------------------------
-
-template <typename scalar_t>
-struct UnscaleLoop {
-  float* found_inf;
-  const float* inv_scale;
-  void operator()(char** data, const int64_t* strides, int64_t n) const {
-    using opmath_t = at::opmath_type<scalar_t>;
-    const auto factor = static_cast<opmath_t>(*kernel_address(inv_scale));
-    bool non_finite = false;
-    for (int64_t i = 0; i < n; ++i) {
-      auto* x = reinterpret_cast<scalar_t*>(data[0] + i * strides[0]);
-      const auto value = static_cast<opmath_t>(*x);
-      non_finite |= !std::isfinite(value);
-      *x = static_cast<scalar_t>(factor == opmath_t(1) ? value : value * factor);
-    }
-    if (non_finite) {
-      std::atomic_ref<float>(*kernel_address(found_inf))
-          .store(1.0f, std::memory_order_relaxed); // chunks run in parallel
-    }
-  }
-};
-
-// ---- host code ----------------------------------------------------------------------------
 
 void check_scalar(const at::Tensor& t, const char* name, c10::ScalarType dtype, const at::Tensor& like) {
   TORCH_CHECK(t.numel() == 1, name, " must be a 1-element tensor.");
@@ -72,9 +42,8 @@ void non_finite_check_and_unscale_(at::TensorList self, at::Tensor& found_inf, c
       continue;
     }
     const at::TensorIterator iter = at::TensorIterator::borrowing_nullary_op(t); // read and written in place
-    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, t.scalar_type(), "unscale", [&] {
-      launch_elementwise(make_args<1>(iter, c10::ArrayRef<int>({0})), UnscaleLoop<scalar_t>{found, inv});
-    });
+    const OpIter op_iter(iter, {0}, 1);
+    FOO_OP_CHECK(fooOpUnscale(op_iter.get(), found, inv, current_stream()));
   }
 }
 
@@ -90,29 +59,14 @@ at::Tensor& update_scale_(
   check_scalar(growth_tracker, "growth_tracker", c10::kInt, current_scale);
   check_scalar(found_inf, "found_inf", c10::kFloat, current_scale);
   const c10::DeviceGuard guard(current_scale.device());
-  launch([scale = current_scale.mutable_data_ptr<float>(),
-          tracker = growth_tracker.mutable_data_ptr<int>(),
-          found = found_inf.const_data_ptr<float>(),
-          growth = static_cast<float>(growth_factor),
-          backoff = static_cast<float>(backoff_factor),
-          interval = growth_interval]() mutable {
-    to_kernel_addresses(scale, tracker, found);
-    if (*found != 0.0f) {
-      *scale *= backoff;
-      *tracker = 0;
-      return;
-    }
-    const int successful = *tracker + 1;
-    if (successful == interval) {
-      const float grown = *scale * growth;
-      if (std::isfinite(grown)) {
-        *scale = grown;
-      }
-      *tracker = 0;
-    } else {
-      *tracker = successful;
-    }
-  });
+  FOO_OP_CHECK(fooOpUpdateScale(
+      current_scale.mutable_data_ptr<float>(),
+      growth_tracker.mutable_data_ptr<int32_t>(),
+      found_inf.const_data_ptr<float>(),
+      static_cast<float>(growth_factor),
+      static_cast<float>(backoff_factor),
+      growth_interval,
+      current_stream()));
   return current_scale;
 }
 

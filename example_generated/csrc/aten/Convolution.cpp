@@ -4,12 +4,10 @@
 // operators (at::_convolution selects ConvBackend::Overrideable for devices it does not know). Their
 // default kernels only raise, so the CPU fallback cannot help: a backend must implement them.
 // PyTorch has already checked shapes and parameters (and added the batch dimension) when they are
-// called. The host allocates the results; a library kernel computes them (LibraryKernels.h: on
-// hardware, the vendor's convolution routines).
+// called. The host allocates the results; the operator library computes them (fooOpConvolution:
+// on hardware, the vendor's convolution routines).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/convolution.h>
-#include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/DeviceGuard.h>
@@ -19,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "LibraryKernels.h"
+#include "OpLibrary.h"
 
 namespace torch_foo {
 namespace {
@@ -31,7 +29,30 @@ struct ConvParams {
   bool transposed;
   std::vector<int64_t> output_padding;
   int64_t groups;
+
+  fooConvolutionParams op() const {
+    fooConvolutionParams p{};
+    p.spatial_dims = static_cast<int>(stride.size());
+    TORCH_CHECK(p.spatial_dims >= 1 && p.spatial_dims <= 3, "foo convolutions have 1 to 3 spatial dimensions");
+    for (int d = 0; d < p.spatial_dims; ++d) {
+      p.stride[d] = stride[d];
+      p.padding[d] = padding[d];
+      p.dilation[d] = dilation[d];
+      p.output_padding[d] = d < static_cast<int>(output_padding.size()) ? output_padding[d] : 0;
+    }
+    p.transposed = transposed ? 1 : 0;
+    p.groups = groups;
+    return p;
+  }
 };
+
+fooTensor op_tensor_or_none(const at::Tensor& t) {
+  if (t.defined() && t.numel() > 0) {
+    return op_tensor(t);
+  }
+  fooTensor none{};
+  return none;
+}
 
 std::vector<int64_t> output_size(const at::Tensor& input, const at::Tensor& weight, const ConvParams& p) {
   std::vector<int64_t> size{input.size(0), p.transposed ? weight.size(1) * p.groups : weight.size(0)};
@@ -61,13 +82,12 @@ at::Tensor convolution(
   if (output.numel() == 0) {
     return output;
   }
-  launch([out = TensorArg(output), in = TensorArg(input), w = TensorArg(weight), b = optional_arg(bias), p]() {
-    const LibraryCallGuard library;
-    const std::optional<at::Tensor> b_cpu = b ? std::optional<at::Tensor>(b->as_cpu()) : std::nullopt;
-    out.as_cpu().copy_(
-        at::convolution(
-            in.as_cpu(), w.as_cpu(), b_cpu, p.stride, p.padding, p.dilation, p.transposed, p.output_padding, p.groups));
-  });
+  const fooConvolutionParams params = p.op();
+  const fooTensor in = op_tensor(input);
+  const fooTensor w = op_tensor(weight);
+  const fooTensor b = op_tensor_or_none(bias.has_value() ? *bias : at::Tensor());
+  fooTensor out = op_tensor(output);
+  FOO_OP_CHECK(fooOpConvolution(&params, &in, &w, &b, &out, current_stream()));
   return output;
 }
 
@@ -87,36 +107,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   at::Tensor grad_input = output_mask[0] ? at::empty_like(input) : at::Tensor();
   at::Tensor grad_weight = output_mask[1] ? at::empty_like(weight) : at::Tensor();
   at::Tensor grad_bias = output_mask[2] ? at::empty({grad_output.size(1)}, grad_output.options()) : at::Tensor();
-  std::array<std::optional<TensorArg>, 3> results;
-  for (size_t i = 0; i < 3; ++i) {
-    const at::Tensor& r = i == 0 ? grad_input : (i == 1 ? grad_weight : grad_bias);
-    if (r.defined() && r.numel() > 0) {
-      results[i] = TensorArg(r);
-    }
-  }
-  if (results[0] || results[1] || results[2]) {
-    launch([results, go = TensorArg(grad_output), in = TensorArg(input), w = TensorArg(weight), p, output_mask]() {
-      const LibraryCallGuard library;
-      const std::vector<int64_t> bias_sizes{go.sizes[1]};
-      const auto grads = at::convolution_backward(
-          go.as_cpu(),
-          in.as_cpu(),
-          w.as_cpu(),
-          output_mask[2] ? at::OptionalIntArrayRef(bias_sizes) : std::nullopt,
-          p.stride,
-          p.padding,
-          p.dilation,
-          p.transposed,
-          p.output_padding,
-          p.groups,
-          output_mask);
-      const std::array<const at::Tensor*, 3> computed{&std::get<0>(grads), &std::get<1>(grads), &std::get<2>(grads)};
-      for (size_t i = 0; i < 3; ++i) {
-        if (results[i]) {
-          results[i]->as_cpu().copy_(*computed[i]);
-        }
-      }
-    });
+  std::array<fooTensor, 3> grads{
+      op_tensor_or_none(grad_input), op_tensor_or_none(grad_weight), op_tensor_or_none(grad_bias)};
+  if (grads[0].data != nullptr || grads[1].data != nullptr || grads[2].data != nullptr) {
+    const fooConvolutionParams params = p.op();
+    const fooTensor go = op_tensor(grad_output);
+    const fooTensor in = op_tensor(input);
+    const fooTensor w = op_tensor(weight);
+    const fooStream_t stream = current_stream();
+    FOO_OP_CHECK(fooOpConvolutionBackward(&params, &go, &in, &w, &grads[0], &grads[1], &grads[2], stream));
   }
   return {grad_input, grad_weight, grad_bias};
 }

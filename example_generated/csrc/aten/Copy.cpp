@@ -5,7 +5,7 @@
 // come through _copy_from. A copy of a dense tensor whose layout already matches is one runtime
 // memcpy; anything else (another dtype, non-contiguous, broadcast, conjugate/negative views) is
 // first brought into a matching dense layout on the side where that is cheap: dtype and layout
-// conversion of host data on the host, of device data by a device kernel.
+// conversion of host data on the host, of device data by the operator library's copy kernel.
 //
 // Ordering, as with CUDA: copies on one device run on its current stream. A transfer from or to
 // pageable host memory is complete when copy_ returns; with non_blocking=True and pinned host
@@ -17,8 +17,8 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <torch/library.h>
@@ -27,7 +27,7 @@
 
 #include "../core/DeviceAllocator.h"
 #include "../core/HostAllocator.h"
-#include "../core/Launch.h"
+#include "OpLibrary.h"
 
 namespace torch_foo {
 namespace {
@@ -88,9 +88,13 @@ void transfer(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
   });
 }
 
-// Device kernel: dst = src for two tensors of one device and one shape, any dtypes and strides.
-// The emulated device converts with ATen's CPU copy on views of device memory, the way a device
-// would call its own conversion routines.
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
+
+// dst = src for two tensors of one device and one shape, any dtypes, strides, conjugate and negative
+// bits: one kernel of the operator library (fooOpCopy). What the library does not take (float8,
+// complex32 and bit dtypes; anything it answers NotSupported) is converted on the host on the way
+// through host memory.
 void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   const c10::DeviceGuard guard(dst.device());
   if (same_layout(dst, src)) {
@@ -99,28 +103,28 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   }
   at::assert_no_internal_overlap(dst);
   at::assert_no_partial_overlap(dst, src);
-  struct View {
-    void* data;
-    std::vector<int64_t> sizes;
-    std::vector<int64_t> strides;
-    c10::ScalarType dtype;
-    bool conj;
-    bool neg;
-    explicit View(const at::Tensor& t)
-        : data(const_cast<void*>(t.const_data_ptr())),
-          sizes(t.sizes().vec()),
-          strides(t.strides().vec()),
-          dtype(t.scalar_type()),
-          conj(t.is_conj()),
-          neg(t.is_neg()) {}
-    at::Tensor as_cpu() const {
-      at::Tensor t = at::from_blob(kernel_address(data), sizes, strides, at::TensorOptions().dtype(dtype));
-      t._set_conj(conj);
-      t._set_neg(neg);
-      return t;
+  if (op_dtype(dst.scalar_type()) && op_dtype(src.scalar_type())) {
+    // The iterator merges dimensions and orders them for the output; it copies nothing.
+    const at::TensorIterator iter = at::TensorIteratorConfig()
+                                        .set_check_mem_overlap(false)
+                                        .check_all_same_dtype(false)
+                                        .resize_outputs(false)
+                                        .add_output(dst)
+                                        .add_const_input(src)
+                                        .build();
+    const OpIter op_iter(iter, {0, 1}, 2);
+    const int conjugate = src.is_conj() != dst.is_conj() ? 1 : 0;
+    const int negate = src.is_neg() != dst.is_neg() ? 1 : 0;
+    const fooError_t error = fooOpCopy(op_iter.get(), conjugate, negate, current_stream());
+    if (error != fooErrorNotSupported) {
+      FOO_OP_CHECK(error);
+      return;
     }
-  };
-  launch([out = View(dst), in = View(src)]() { out.as_cpu().copy_(in.as_cpu()); });
+  }
+  // Not on the device: convert on the host, on the way through host memory.
+  at::Tensor host = empty_matching(src, src.scalar_type(), at::kCPU);
+  copy_device_to_host(host, src, false);
+  copy_host_to_device(dst, host, false);
 }
 
 // An asynchronous copy with pinned host memory on the current stream of the current device.

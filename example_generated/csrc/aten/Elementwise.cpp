@@ -2,9 +2,9 @@
 //
 // These are the operators a model calls most, written the way a device backend writes them: the
 // host decides the result dtype (PyTorch's type promotion), checks devices, broadcasts shapes and
-// allocates the output; the device kernel (Loops.h) only computes. Python numbers (x + 1) travel
-// in the kernel's argument block instead of as tensors. Dtypes outside the native set run on the
-// CPU fallback, so every dtype the CPU supports works.
+// allocates the output; the operator library (fooOpBinary, fooOpFill) only computes. Python
+// numbers (x + 1) travel in the launch instead of as tensors. Dtypes outside the native set run on
+// the CPU fallback, so every dtype the CPU supports works.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
@@ -13,6 +13,7 @@
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/fill_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <c10/core/DeviceGuard.h>
@@ -20,91 +21,15 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
+#include <optional>
 
-#include "../core/Exception.h"
 #include "Fallback.h"
-#include "Loops.h"
+#include "OpLibrary.h"
 
 namespace torch_foo {
 namespace {
 
 enum class Kind { Add, Mul, Div };
-
-// ---- device code --------------------------------------------------------------------------
-
-template <typename T>
-struct AddOp {
-  at::opmath_type<T> alpha;
-  T operator()(T a, T b) const {
-    using opmath_t = at::opmath_type<T>;
-    return static_cast<T>(static_cast<opmath_t>(a) + alpha * static_cast<opmath_t>(b));
-  }
-};
-
-template <typename T>
-struct MulOp {
-  T operator()(T a, T b) const {
-    using opmath_t = at::opmath_type<T>;
-    return static_cast<T>(static_cast<opmath_t>(a) * static_cast<opmath_t>(b));
-  }
-};
-
-template <typename T>
-struct DivOp {
-  T operator()(T a, T b) const {
-    using opmath_t = at::opmath_type<T>;
-    return static_cast<T>(static_cast<opmath_t>(a) / static_cast<opmath_t>(b));
-  }
-};
-
-// out = op(a, b) over n elements; fast paths for contiguous operands and a scalar operand.
-template <typename T, typename Op>
-struct BinaryLoop {
-  Op op;
-  void operator()(char** data, const int64_t* strides, int64_t n) const {
-    constexpr int64_t s = sizeof(T);
-    auto* out = reinterpret_cast<T*>(data[0]);
-    const auto* a = reinterpret_cast<const T*>(data[1]);
-    const auto* b = reinterpret_cast<const T*>(data[2]);
-    if (strides[0] == s && strides[1] == s && strides[2] == s) {
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = op(a[i], b[i]);
-      }
-    } else if (strides[0] == s && strides[1] == s && strides[2] == 0) {
-      const T bv = *b;
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = op(a[i], bv);
-      }
-    } else if (strides[0] == s && strides[1] == 0 && strides[2] == s) {
-      const T av = *a;
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = op(av, b[i]);
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        *reinterpret_cast<T*>(data[0] + i * strides[0]) =
-            op(*reinterpret_cast<const T*>(data[1] + i * strides[1]),
-               *reinterpret_cast<const T*>(data[2] + i * strides[2]));
-      }
-    }
-  }
-};
-
-// Writes one element's bytes over n elements; dtype-agnostic, so fill_ needs no type dispatch.
-template <typename Word>
-struct FillLoop {
-  Word value;
-  void operator()(char** data, const int64_t* strides, int64_t n) const {
-    if (strides[0] == sizeof(Word)) {
-      std::fill_n(reinterpret_cast<Word*>(data[0]), n, value);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        *reinterpret_cast<Word*>(data[0] + i * strides[0]) = value;
-      }
-    }
-  }
-};
 
 struct alignas(16) Bytes16 {
   uint64_t lo;
@@ -112,6 +37,15 @@ struct alignas(16) Bytes16 {
 };
 
 // ---- host code ----------------------------------------------------------------------------
+
+fooBinaryOp op_of(Kind kind) {
+  switch (kind) {
+    case Kind::Add: return fooBinaryAdd;
+    case Kind::Mul: return fooBinaryMul;
+    case Kind::Div: return fooBinaryDiv;
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown binary operation");
+}
 
 bool is_cpu_scalar(const at::Tensor& t) {
   return t.is_cpu() && t.dim() == 0;
@@ -168,9 +102,10 @@ void check_sub(const at::Tensor& a, const at::Tensor& b) {
       "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
-// Computes op(a, b) (times alpha for Add) into `out`, allocating it when undefined.
+// Computes op(a, b) (times alpha for Add) into `out`, allocating it when undefined; nullopt when
+// the operator library does not support the case (the caller then runs the CPU fallback).
 // `inplace` means out is also an input and must not change shape.
-at::Tensor binary(
+std::optional<at::Tensor> binary(
     Kind kind, const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor out, bool inplace) {
   const c10::ScalarType dtype = result_dtype(kind, self, other);
   if (kind == Kind::Add) {
@@ -216,31 +151,23 @@ at::Tensor binary(
   }
   const at::TensorIterator iter = config.build();
   const c10::DeviceGuard guard(iter.device());
-
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, dtype, "binary", [&] {
-    using opmath_t = at::opmath_type<scalar_t>;
-    auto args = make_args<3>(iter, c10::ArrayRef<int>(slots.data(), operands));
-    if (a_value) {
-      set_value(args, 1, a.item().to<scalar_t>());
-    }
-    if (b_value) {
-      set_value(args, 2, b.item().to<scalar_t>());
-    }
-    switch (kind) {
-      case Kind::Add:
-        launch_elementwise(
-            std::move(args), BinaryLoop<scalar_t, AddOp<scalar_t>>{AddOp<scalar_t>{alpha.to<opmath_t>()}});
-        break;
-      case Kind::Mul: launch_elementwise(std::move(args), BinaryLoop<scalar_t, MulOp<scalar_t>>{}); break;
-      case Kind::Div:
-        if constexpr (std::is_integral_v<scalar_t>) {
-          TORCH_INTERNAL_ASSERT(false, "division of integers is promoted to floating point");
-        } else {
-          launch_elementwise(std::move(args), BinaryLoop<scalar_t, DivOp<scalar_t>>{});
-        }
-        break;
-    }
-  });
+  OpIter op_iter(iter, c10::ArrayRef<int>(slots.data(), operands), 3);
+  const fooDataType op_type = checked_dtype(dtype);
+  if (a_value || b_value) {
+    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, dtype, "binary", [&] {
+      if (a_value) {
+        op_iter.set_scalar(1, op_type, a.item().to<scalar_t>());
+      }
+      if (b_value) {
+        op_iter.set_scalar(2, op_type, b.item().to<scalar_t>());
+      }
+    });
+  }
+  const fooError_t error = fooOpBinary(op_of(kind), op_iter.get(), op_scalar(alpha), current_stream());
+  if (error == fooErrorNotSupported) {
+    return std::nullopt;
+  }
+  FOO_OP_CHECK(error);
 
   if (result.defined()) {
     return out;
@@ -273,99 +200,99 @@ bool use_fallback(Kind kind, const at::Tensor& self, const at::Tensor& other, co
 // ---- operator wrappers ----------------------------------------------------------------------
 
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (use_fallback(Kind::Add, self, other, {})) {
-    return run_on_cpu<at::_ops::add_Tensor>(self, other, alpha);
+  if (!use_fallback(Kind::Add, self, other, {})) {
+    if (auto result = binary(Kind::Add, self, other, alpha, {}, false)) {
+      return *result;
+    }
   }
-  return binary(Kind::Add, self, other, alpha, {}, false);
+  return run_on_cpu<at::_ops::add_Tensor>(self, other, alpha);
 }
 
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (use_fallback(Kind::Add, self, other, self)) {
-    return run_on_cpu<at::_ops::add__Tensor>(self, other, alpha);
+  if (!use_fallback(Kind::Add, self, other, self) && binary(Kind::Add, self, other, alpha, self, true)) {
+    return self;
   }
-  binary(Kind::Add, self, other, alpha, self, true);
-  return self;
+  return run_on_cpu<at::_ops::add__Tensor>(self, other, alpha);
 }
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  if (use_fallback(Kind::Add, self, other, out)) {
-    return run_on_cpu<at::_ops::add_out>(self, other, alpha, out);
+  if (!use_fallback(Kind::Add, self, other, out) && binary(Kind::Add, self, other, alpha, out, false)) {
+    return out;
   }
-  binary(Kind::Add, self, other, alpha, out, false);
-  return out;
+  return run_on_cpu<at::_ops::add_out>(self, other, alpha, out);
 }
 
 // a - alpha * b is a + (-alpha) * b, with PyTorch's rules for bool operands.
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   check_sub(self, other);
-  if (use_fallback(Kind::Add, self, other, {})) {
-    return run_on_cpu<at::_ops::sub_Tensor>(self, other, alpha);
+  if (!use_fallback(Kind::Add, self, other, {})) {
+    if (auto result = binary(Kind::Add, self, other, -alpha, {}, false)) {
+      return *result;
+    }
   }
-  return binary(Kind::Add, self, other, -alpha, {}, false);
+  return run_on_cpu<at::_ops::sub_Tensor>(self, other, alpha);
 }
 
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   check_sub(self, other);
-  if (use_fallback(Kind::Add, self, other, self)) {
-    return run_on_cpu<at::_ops::sub__Tensor>(self, other, alpha);
+  if (!use_fallback(Kind::Add, self, other, self) && binary(Kind::Add, self, other, -alpha, self, true)) {
+    return self;
   }
-  binary(Kind::Add, self, other, -alpha, self, true);
-  return self;
+  return run_on_cpu<at::_ops::sub__Tensor>(self, other, alpha);
 }
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   check_sub(self, other);
-  if (use_fallback(Kind::Add, self, other, out)) {
-    return run_on_cpu<at::_ops::sub_out>(self, other, alpha, out);
+  if (!use_fallback(Kind::Add, self, other, out) && binary(Kind::Add, self, other, -alpha, out, false)) {
+    return out;
   }
-  binary(Kind::Add, self, other, -alpha, out, false);
-  return out;
+  return run_on_cpu<at::_ops::sub_out>(self, other, alpha, out);
 }
 
 at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
-  if (use_fallback(Kind::Mul, self, other, {})) {
-    return run_on_cpu<at::_ops::mul_Tensor>(self, other);
+  if (!use_fallback(Kind::Mul, self, other, {})) {
+    if (auto result = binary(Kind::Mul, self, other, 1, {}, false)) {
+      return *result;
+    }
   }
-  return binary(Kind::Mul, self, other, 1, {}, false);
+  return run_on_cpu<at::_ops::mul_Tensor>(self, other);
 }
 
 at::Tensor& mul_(at::Tensor& self, const at::Tensor& other) {
-  if (use_fallback(Kind::Mul, self, other, self)) {
-    return run_on_cpu<at::_ops::mul__Tensor>(self, other);
+  if (!use_fallback(Kind::Mul, self, other, self) && binary(Kind::Mul, self, other, 1, self, true)) {
+    return self;
   }
-  binary(Kind::Mul, self, other, 1, self, true);
-  return self;
+  return run_on_cpu<at::_ops::mul__Tensor>(self, other);
 }
 
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  if (use_fallback(Kind::Mul, self, other, out)) {
-    return run_on_cpu<at::_ops::mul_out>(self, other, out);
+  if (!use_fallback(Kind::Mul, self, other, out) && binary(Kind::Mul, self, other, 1, out, false)) {
+    return out;
   }
-  binary(Kind::Mul, self, other, 1, out, false);
-  return out;
+  return run_on_cpu<at::_ops::mul_out>(self, other, out);
 }
 
 at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
-  if (use_fallback(Kind::Div, self, other, {})) {
-    return run_on_cpu<at::_ops::div_Tensor>(self, other);
+  if (!use_fallback(Kind::Div, self, other, {})) {
+    if (auto result = binary(Kind::Div, self, other, 1, {}, false)) {
+      return *result;
+    }
   }
-  return binary(Kind::Div, self, other, 1, {}, false);
+  return run_on_cpu<at::_ops::div_Tensor>(self, other);
 }
 
 at::Tensor& div_(at::Tensor& self, const at::Tensor& other) {
-  if (use_fallback(Kind::Div, self, other, self)) {
-    return run_on_cpu<at::_ops::div__Tensor>(self, other);
+  if (!use_fallback(Kind::Div, self, other, self) && binary(Kind::Div, self, other, 1, self, true)) {
+    return self;
   }
-  binary(Kind::Div, self, other, 1, self, true);
-  return self;
+  return run_on_cpu<at::_ops::div__Tensor>(self, other);
 }
 
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  if (use_fallback(Kind::Div, self, other, out)) {
-    return run_on_cpu<at::_ops::div_out>(self, other, out);
+  if (!use_fallback(Kind::Div, self, other, out) && binary(Kind::Div, self, other, 1, out, false)) {
+    return out;
   }
-  binary(Kind::Div, self, other, 1, out, false);
-  return out;
+  return run_on_cpu<at::_ops::div_out>(self, other, out);
 }
 
 at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
@@ -400,15 +327,21 @@ at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
                                       .resize_outputs(false)
                                       .add_output(self)
                                       .build();
-  auto args = make_args<1>(iter, c10::ArrayRef<int>({0}));
+  // Filling moves bytes: any dtype of the element's size describes it (float8, complex32, bits).
+  OpIter op_iter(iter, {0}, 1);
   switch (itemsize) {
-    case 1: launch_elementwise(std::move(args), FillLoop<uint8_t>{static_cast<uint8_t>(bytes.lo)}); break;
-    case 2: launch_elementwise(std::move(args), FillLoop<uint16_t>{static_cast<uint16_t>(bytes.lo)}); break;
-    case 4: launch_elementwise(std::move(args), FillLoop<uint32_t>{static_cast<uint32_t>(bytes.lo)}); break;
-    case 8: launch_elementwise(std::move(args), FillLoop<uint64_t>{bytes.lo}); break;
-    case 16: launch_elementwise(std::move(args), FillLoop<Bytes16>{bytes}); break;
+    case 1: op_iter.set_dtype(0, fooUInt8); break;
+    case 2: op_iter.set_dtype(0, fooUInt16); break;
+    case 4: op_iter.set_dtype(0, fooUInt32); break;
+    case 8: op_iter.set_dtype(0, fooUInt64); break;
+    case 16: op_iter.set_dtype(0, fooComplex128); break;
     default: TORCH_CHECK(false, "fill_: unsupported element size ", itemsize);
   }
+  const fooError_t error = fooOpFill(op_iter.get(), &bytes, current_stream());
+  if (error == fooErrorNotSupported) {
+    return run_on_cpu<at::_ops::fill__Scalar>(self, value);
+  }
+  FOO_OP_CHECK(error);
   return self;
 }
 

@@ -128,6 +128,10 @@ void seed_cpu_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack
 } // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  cpu_fallback_for(op, stack, c10::DispatchKey::CPU);
+}
+
+void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   check_same_device(op, *stack);
   const c10::OperatorName& name = op.schema().operator_name();
   bool first = false;
@@ -139,7 +143,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_WARN("foo: ", name, " has no foo kernel and runs on the CPU fallback");
   }
   seed_cpu_generators(op, stack);
-  at::native::cpu_fallback(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
 }
 
 void route_structured_ops_to_fallback() {

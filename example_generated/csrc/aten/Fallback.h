@@ -13,6 +13,10 @@ namespace torch_foo {
 // arguments to the CPU, runs the CPU kernel, and copies results (and mutated arguments) back.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// The same for an operator dispatched on another key: runs the kernel registered for `cpu_key`, the
+// CPU key of that functionality (SparseCPU for Sparsefoo: Sparse.cpp).
+void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
+
 // Sends the functional and in-place variants of PyTorch's structured operators straight to the
 // fallback. Without this, their generic kernels (CompositeExplicitAutogradNonFunctional) would
 // allocate an output on the device and call the out= variant through the fallback: an extra copy,

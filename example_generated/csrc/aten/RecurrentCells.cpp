@@ -5,205 +5,22 @@
 // PrivateUse1 devices, hands the elementwise rest of each time step to these operators. They have
 // CUDA kernels only, so the CPU fallback cannot run them: a backend must. Each is one kernel over
 // (batch, hidden) that reads the gate pre-activations and writes the new states plus a workspace
-// (the activated gates) that the backward kernel reads instead of recomputing them.
+// (the activated gates) that the backward kernel reads instead of recomputing them; the operator
+// library runs them (fooOpLstmCell and friends). The host checks shapes and makes operands
+// contiguous.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <cmath>
 #include <tuple>
 
-#include "../core/Launch.h"
+#include "OpLibrary.h"
 
 namespace torch_foo {
 namespace {
-
-constexpr int64_t kGrain = 4096;
-
-// ---- device code --------------------------------------------------------------------------
-
-template <typename T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-
-// Gate k (of `gates`) of element (b, h): input + hidden pre-activations plus both biases.
-template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
-struct GateInputs {
-  const scalar_t* input_gates;
-  const scalar_t* hidden_gates;
-  const scalar_t* input_bias; // null without bias
-  const scalar_t* hidden_bias;
-  int64_t gates;
-  int64_t hidden;
-
-  acc_t input(int64_t b, int64_t k, int64_t h) const {
-    const acc_t bias = input_bias != nullptr ? acc_t(input_bias[k * hidden + h]) : acc_t(0);
-    return acc_t(input_gates[(b * gates + k) * hidden + h]) + bias;
-  }
-  acc_t hidden_part(int64_t b, int64_t k, int64_t h) const {
-    const acc_t bias = hidden_bias != nullptr ? acc_t(hidden_bias[k * hidden + h]) : acc_t(0);
-    return acc_t(hidden_gates[(b * gates + k) * hidden + h]) + bias;
-  }
-};
-
-template <typename scalar_t>
-struct LstmForward {
-  GateInputs<scalar_t> in;
-  const scalar_t* cx;
-  scalar_t* hy;
-  scalar_t* cy;
-  scalar_t* workspace; // (batch, 4 * hidden): i, f, g, o after activation
-  int64_t batch;
-
-  void operator()() {
-    to_kernel_addresses(in.input_gates, in.hidden_gates, in.input_bias, in.hidden_bias, cx, hy, cy, workspace);
-    using acc_t = at::opmath_type<scalar_t>;
-    const int64_t hidden = in.hidden;
-    at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) {
-        const int64_t b = e / hidden;
-        const int64_t h = e % hidden;
-        acc_t gate[4];
-        for (int64_t k = 0; k < 4; ++k) {
-          gate[k] = in.input(b, k, h) + in.hidden_part(b, k, h);
-        }
-        const acc_t i = sigmoid(gate[0]);
-        const acc_t f = sigmoid(gate[1]);
-        const acc_t g = std::tanh(gate[2]);
-        const acc_t o = sigmoid(gate[3]);
-        const acc_t c = f * acc_t(cx[e]) + i * g;
-        cy[e] = static_cast<scalar_t>(c);
-        hy[e] = static_cast<scalar_t>(o * std::tanh(c));
-        const acc_t activated[4] = {i, f, g, o};
-        for (int64_t k = 0; k < 4; ++k) {
-          workspace[(b * 4 + k) * hidden + h] = static_cast<scalar_t>(activated[k]);
-        }
-      }
-    });
-  }
-};
-
-template <typename scalar_t>
-struct LstmBackward {
-  const scalar_t* grad_hy; // null: zero
-  const scalar_t* grad_cy; // null: zero
-  const scalar_t* cx;
-  const scalar_t* cy;
-  const scalar_t* workspace;
-  scalar_t* grad_gates; // (batch, 4 * hidden)
-  scalar_t* grad_cx;
-  int64_t batch;
-  int64_t hidden;
-
-  void operator()() {
-    to_kernel_addresses(grad_hy, grad_cy, cx, cy, workspace, grad_gates, grad_cx);
-    using acc_t = at::opmath_type<scalar_t>;
-    at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) {
-        const int64_t b = e / hidden;
-        const int64_t h = e % hidden;
-        const auto ws = [&](int64_t k) { return acc_t(workspace[(b * 4 + k) * hidden + h]); };
-        const acc_t i = ws(0);
-        const acc_t f = ws(1);
-        const acc_t g = ws(2);
-        const acc_t o = ws(3);
-        const acc_t ghy = grad_hy != nullptr ? acc_t(grad_hy[e]) : acc_t(0);
-        const acc_t gcy = grad_cy != nullptr ? acc_t(grad_cy[e]) : acc_t(0);
-        const acc_t tanh_cy = std::tanh(acc_t(cy[e]));
-        const acc_t gc = gcy + ghy * o * (acc_t(1) - tanh_cy * tanh_cy);
-        const acc_t grads[4] = {
-            gc * g * i * (acc_t(1) - i),
-            gc * acc_t(cx[e]) * f * (acc_t(1) - f),
-            gc * i * (acc_t(1) - g * g),
-            ghy * tanh_cy * o * (acc_t(1) - o)};
-        for (int64_t k = 0; k < 4; ++k) {
-          grad_gates[(b * 4 + k) * hidden + h] = static_cast<scalar_t>(grads[k]);
-        }
-        grad_cx[e] = static_cast<scalar_t>(gc * f);
-      }
-    });
-  }
-};
-
-template <typename scalar_t>
-struct GruForward {
-  GateInputs<scalar_t> in;
-  const scalar_t* hx;
-  scalar_t* hy;
-  scalar_t* workspace; // (batch, 5 * hidden): r, z, n, hx, hidden n-gate with bias
-  int64_t batch;
-
-  void operator()() {
-    to_kernel_addresses(in.input_gates, in.hidden_gates, in.input_bias, in.hidden_bias, hx, hy, workspace);
-    using acc_t = at::opmath_type<scalar_t>;
-    const int64_t hidden = in.hidden;
-    at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) {
-        const int64_t b = e / hidden;
-        const int64_t h = e % hidden;
-        const acc_t r = sigmoid(in.input(b, 0, h) + in.hidden_part(b, 0, h));
-        const acc_t z = sigmoid(in.input(b, 1, h) + in.hidden_part(b, 1, h));
-        const acc_t hn = in.hidden_part(b, 2, h);
-        const acc_t n = std::tanh(in.input(b, 2, h) + r * hn);
-        const acc_t h_prev = acc_t(hx[e]);
-        hy[e] = static_cast<scalar_t>(n + z * (h_prev - n));
-        const acc_t saved[5] = {r, z, n, h_prev, hn};
-        for (int64_t k = 0; k < 5; ++k) {
-          workspace[(b * 5 + k) * hidden + h] = static_cast<scalar_t>(saved[k]);
-        }
-      }
-    });
-  }
-};
-
-template <typename scalar_t>
-struct GruBackward {
-  const scalar_t* grad_hy;
-  const scalar_t* workspace;
-  scalar_t* grad_input_gates; // (batch, 3 * hidden)
-  scalar_t* grad_hidden_gates;
-  scalar_t* grad_hx;
-  int64_t batch;
-  int64_t hidden;
-
-  void operator()() {
-    to_kernel_addresses(grad_hy, workspace, grad_input_gates, grad_hidden_gates, grad_hx);
-    using acc_t = at::opmath_type<scalar_t>;
-    at::parallel_for(0, batch * hidden, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e) {
-        const int64_t b = e / hidden;
-        const int64_t h = e % hidden;
-        const auto ws = [&](int64_t k) { return acc_t(workspace[(b * 5 + k) * hidden + h]); };
-        const acc_t r = ws(0);
-        const acc_t z = ws(1);
-        const acc_t n = ws(2);
-        const acc_t h_prev = ws(3);
-        const acc_t hn = ws(4);
-        const acc_t g = acc_t(grad_hy[e]);
-        const acc_t gz = g * (h_prev - n) * z * (acc_t(1) - z);
-        const acc_t gn = g * (acc_t(1) - z) * (acc_t(1) - n * n);
-        const acc_t gr = gn * hn * r * (acc_t(1) - r);
-        const auto index = [&](int64_t k) { return (b * 3 + k) * hidden + h; };
-        grad_input_gates[index(0)] = static_cast<scalar_t>(gr);
-        grad_input_gates[index(1)] = static_cast<scalar_t>(gz);
-        grad_input_gates[index(2)] = static_cast<scalar_t>(gn);
-        grad_hidden_gates[index(0)] = static_cast<scalar_t>(gr);
-        grad_hidden_gates[index(1)] = static_cast<scalar_t>(gz);
-        grad_hidden_gates[index(2)] = static_cast<scalar_t>(gn * r);
-        grad_hx[e] = static_cast<scalar_t>(g * z);
-      }
-    });
-  }
-};
-
-// ---- host code ----------------------------------------------------------------------------
 
 // The checks of ATen's RNN cells (rnn_cell_checkSizes): gates (batch, G * hidden), state
 // (batch, hidden), biases (G * hidden), one device and dtype.
@@ -257,14 +74,13 @@ at::Tensor contiguous_bias(const std::optional<at::Tensor>& bias, const at::Tens
   return bias->contiguous();
 }
 
-template <typename scalar_t>
-const scalar_t* maybe_data(const at::Tensor& t) {
-  return t.defined() ? t.const_data_ptr<scalar_t>() : nullptr;
+const void* maybe_data(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr() : nullptr;
 }
 
-// The gate operands of a forward cell, contiguous, and the kernel's view of them.
+// The gate operands of a forward cell, contiguous (biases may be undefined).
 struct CellOperands {
-  at::Tensor input_gates, hidden_gates, input_bias, hidden_bias; // biases may be undefined
+  at::Tensor input_gates, hidden_gates, input_bias, hidden_bias;
 
   CellOperands(
       const at::Tensor& ig,
@@ -275,17 +91,6 @@ struct CellOperands {
         hidden_gates(hg.contiguous()),
         input_bias(contiguous_bias(ib, ig)),
         hidden_bias(contiguous_bias(hb, ig)) {}
-
-  template <typename scalar_t>
-  GateInputs<scalar_t> gate_inputs(int64_t gates, int64_t hidden) const {
-    return {
-        input_gates.const_data_ptr<scalar_t>(),
-        hidden_gates.const_data_ptr<scalar_t>(),
-        maybe_data<scalar_t>(input_bias),
-        maybe_data<scalar_t>(hidden_bias),
-        gates,
-        hidden};
-  }
 };
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(
@@ -301,18 +106,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(
   at::Tensor workspace = at::empty_like(operands.input_gates, c10::MemoryFormat::Contiguous);
   at::Tensor hy = at::empty_like(c, c10::MemoryFormat::Contiguous);
   at::Tensor cy = at::empty_like(c, c10::MemoryFormat::Contiguous);
-  if (hy.numel() > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, c.scalar_type(), "_thnn_fused_lstm_cell", [&] {
-      launch(
-          LstmForward<scalar_t>{
-              operands.gate_inputs<scalar_t>(4, c.size(1)),
-              c.const_data_ptr<scalar_t>(),
-              hy.mutable_data_ptr<scalar_t>(),
-              cy.mutable_data_ptr<scalar_t>(),
-              workspace.mutable_data_ptr<scalar_t>(),
-              c.size(0)});
-    });
-  }
+  FOO_OP_CHECK(fooOpLstmCell(
+      checked_dtype(c.scalar_type()),
+      c.size(0),
+      c.size(1),
+      operands.input_gates.const_data_ptr(),
+      operands.hidden_gates.const_data_ptr(),
+      maybe_data(operands.input_bias),
+      maybe_data(operands.hidden_bias),
+      c.const_data_ptr(),
+      hy.mutable_data_ptr(),
+      cy.mutable_data_ptr(),
+      workspace.mutable_data_ptr(),
+      current_stream()));
   return {hy, cy, workspace};
 }
 
@@ -343,21 +149,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(
   const at::Tensor ws = workspace.contiguous();
   at::Tensor grad_gates = at::empty_like(ws, c10::MemoryFormat::Contiguous);
   at::Tensor grad_cx = at::empty_like(c, c10::MemoryFormat::Contiguous);
-  if (grad_cx.numel() > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, c.scalar_type(), "_thnn_fused_lstm_cell_backward", [&] {
-      launch(
-          LstmBackward<scalar_t>{
-              maybe_data<scalar_t>(grad_hy),
-              maybe_data<scalar_t>(grad_cy),
-              c.const_data_ptr<scalar_t>(),
-              c_new.const_data_ptr<scalar_t>(),
-              ws.const_data_ptr<scalar_t>(),
-              grad_gates.mutable_data_ptr<scalar_t>(),
-              grad_cx.mutable_data_ptr<scalar_t>(),
-              c.size(0),
-              c.size(1)});
-    });
-  }
+  FOO_OP_CHECK(fooOpLstmCellBackward(
+      checked_dtype(c.scalar_type()),
+      c.size(0),
+      c.size(1),
+      maybe_data(grad_hy),
+      maybe_data(grad_cy),
+      c.const_data_ptr(),
+      c_new.const_data_ptr(),
+      ws.const_data_ptr(),
+      grad_gates.mutable_data_ptr(),
+      grad_cx.mutable_data_ptr(),
+      current_stream()));
   at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
   return {grad_gates, grad_cx, grad_bias};
 }
@@ -374,17 +177,18 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(
   const at::Tensor h = hx.contiguous();
   at::Tensor hy = at::empty_like(h, c10::MemoryFormat::Contiguous);
   at::Tensor workspace = at::empty({h.size(0), 5 * h.size(1)}, h.options());
-  if (hy.numel() > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, h.scalar_type(), "_thnn_fused_gru_cell", [&] {
-      launch(
-          GruForward<scalar_t>{
-              operands.gate_inputs<scalar_t>(3, h.size(1)),
-              h.const_data_ptr<scalar_t>(),
-              hy.mutable_data_ptr<scalar_t>(),
-              workspace.mutable_data_ptr<scalar_t>(),
-              h.size(0)});
-    });
-  }
+  FOO_OP_CHECK(fooOpGruCell(
+      checked_dtype(h.scalar_type()),
+      h.size(0),
+      h.size(1),
+      operands.input_gates.const_data_ptr(),
+      operands.hidden_gates.const_data_ptr(),
+      maybe_data(operands.input_bias),
+      maybe_data(operands.hidden_bias),
+      h.const_data_ptr(),
+      hy.mutable_data_ptr(),
+      workspace.mutable_data_ptr(),
+      current_stream()));
   return {hy, workspace};
 }
 
@@ -402,19 +206,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
   at::Tensor grad_input_gates = at::empty({batch, 3 * hidden}, ws.options());
   at::Tensor grad_hidden_gates = at::empty({batch, 3 * hidden}, ws.options());
   at::Tensor grad_hx = at::empty_like(g, c10::MemoryFormat::Contiguous);
-  if (grad_hx.numel() > 0) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(c10::kHalf, c10::kBFloat16, g.scalar_type(), "_thnn_fused_gru_cell_backward", [&] {
-      launch(
-          GruBackward<scalar_t>{
-              g.const_data_ptr<scalar_t>(),
-              ws.const_data_ptr<scalar_t>(),
-              grad_input_gates.mutable_data_ptr<scalar_t>(),
-              grad_hidden_gates.mutable_data_ptr<scalar_t>(),
-              grad_hx.mutable_data_ptr<scalar_t>(),
-              batch,
-              hidden});
-    });
-  }
+  FOO_OP_CHECK(fooOpGruCellBackward(
+      checked_dtype(g.scalar_type()),
+      batch,
+      hidden,
+      g.const_data_ptr(),
+      ws.const_data_ptr(),
+      grad_input_gates.mutable_data_ptr(),
+      grad_hidden_gates.mutable_data_ptr(),
+      grad_hx.mutable_data_ptr(),
+      current_stream()));
   at::Tensor grad_input_bias = has_bias ? grad_input_gates.sum(0) : at::Tensor();
   at::Tensor grad_hidden_bias = has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
   return {grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias};

@@ -7,12 +7,13 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 
+#include "../runtime/runtime.h"
 #include "Device.h"
 
 namespace torch_foo {
 namespace {
 
-constexpr size_t kMaxDevices = 16;
+constexpr size_t kMaxDevices = FOO_MAX_DEVICES;
 constexpr size_t kStateSize = 2 * sizeof(uint64_t); // seed, offset
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {

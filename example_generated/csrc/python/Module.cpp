@@ -4,20 +4,18 @@
 // initialisers in the other files). The functions below back the device module torch.foo;
 // they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. This is the only file
 // that includes pybind11, whose headers are slow to compile.
+#include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include <chrono>
-#include <thread>
-
 #include "../aten/Fallback.h"
+#include "../aten/Sparse.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
 #include "../core/Generator.h"
-#include "../core/Launch.h"
 #include "../core/Stream.h"
 
 namespace py = pybind11;
@@ -38,6 +36,8 @@ py::dict device_properties(c10::DeviceIndex device) {
   d["name"] = std::string(prop.name);
   d["total_memory"] = prop.totalGlobalMem;
   d["multi_processor_count"] = prop.multiProcessorCount;
+  d["max_threads_per_block"] = prop.maxThreadsPerBlock;
+  d["shared_memory_per_block"] = prop.sharedMemPerBlock;
   d["major"] = prop.major;
   d["minor"] = prop.minor;
   return d;
@@ -72,13 +72,13 @@ py::tuple swap_current_stream(int64_t stream_id, int64_t device) {
 // (torch.cuda._sleep does the same with clock cycles).
 void sleep_on_stream(int64_t microseconds) {
   TORCH_CHECK(microseconds >= 0, "_sleep: expected a non-negative duration, got ", microseconds);
-  launch([microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); });
+  FOO_OP_CHECK(fooOpSleep(microseconds, current_stream()));
 }
 
 // A kernel that fails with `message`: lets tests see how a device fault is reported (at the
 // next synchronisation with the stream).
 void launch_failing_kernel(const std::string& message) {
-  launch([message] { TORCH_CHECK(false, message); });
+  FOO_OP_CHECK(fooOpTrap(message.c_str(), current_stream()));
 }
 
 // Milliseconds between two torch.Event objects (torch.Event.elapsed_time accepts only the exact
@@ -124,6 +124,17 @@ py::dict memory_stats(c10::DeviceIndex device) {
   return d;
 }
 
+// torch.foo.init(): the backend's checks (PyTorch runs the hooks' init() once per process: not a
+// forked child, devices exist), then the current device's default stream, whose creation initialises
+// the runtime and the device as creating a context does on CUDA. Work already queued is not waited for.
+void init() {
+  at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+  const auto error = fooStreamQuery(nullptr);
+  if (error != fooErrorNotReady) {
+    FOO_CHECK(error);
+  }
+}
+
 bool is_initialized(c10::DeviceIndex device) {
   int initialized = 0;
   return fooDeviceIsInitialized(device, &initialized) == fooSuccess && initialized != 0;
@@ -135,6 +146,7 @@ bool is_initialized(c10::DeviceIndex device) {
 PYBIND11_MODULE(_C, m) {
   namespace ns = torch_foo;
   ns::route_structured_ops_to_fallback();
+  ns::route_sparse_ops_to_fallback();
   m.doc() = "C++ part of the foo backend (private; use torch.foo)";
   m.def("_device_count", [] { return static_cast<int>(ns::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(ns::current_device()); });
@@ -144,6 +156,7 @@ PYBIND11_MODULE(_C, m) {
       "_synchronize",
       [](int64_t device) { ns::synchronize(ns::checked(device)); },
       py::call_guard<py::gil_scoped_release>());
+  m.def("_init", &ns::init);
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);

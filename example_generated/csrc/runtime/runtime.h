@@ -1,29 +1,52 @@
 // The foo device runtime: the driver API that everything above it is written against.
 //
-// This is the seam between PyTorch integration and hardware. The implementation in runtime.cpp
-// emulates devices on the host; a hardware team replaces runtime.cpp with calls into its own
-// driver (or maps these names onto it) and keeps every file in csrc/core, csrc/aten and the Python
-// package unchanged. The API is C, has no PyTorch includes, and follows the conventions of CUDA's
-// runtime API so that its semantics are familiar:
+// This is the first of the two seams between PyTorch integration and hardware (the second is the
+// operator library, csrc/kernels/kernels.h). The API is C, has no PyTorch includes, and follows the
+// conventions of CUDA's runtime API so that its semantics are familiar. The files in csrc/runtime/
+// implement it in two layers: the entry points (api_*.cpp) keep the rules below (argument checks,
+// lazy initialisation, fork state, error reporting) and call the device layer declared in driver.h;
+// csrc/runtime/emulated/ implements that layer on the host. A hardware port implements driver.h with
+// its vendor driver and keeps the entry points; tests/runtime_test.cpp checks this contract.
 //
-//  - every call returns a fooError_t; fooGetErrorString() describes it;
+//  - every call returns a fooError_t; fooGetErrorString() names the code and
+//    fooGetLastErrorMessage() gives the details of the last failure on the calling thread;
 //  - the current device is per host thread (fooSetDevice / fooGetDevice) and starts at 0;
 //  - device pointers are unified: a pointer identifies its device (fooPointerGetAttributes);
+//    host code never dereferences them, kernels and copies do;
 //  - work runs asynchronously on streams, in order within a stream. A NULL stream is the default
 //    stream of the current device (an ordinary stream: it does not synchronise with the others).
-//    Functions with the Async suffix, kernel launches and event records only enqueue work;
+//    Functions with the Async suffix, kernel and host-function launches and event records only
+//    enqueue work;
 //  - events mark a point in a stream: query it, wait for it on the host or on another stream,
 //    and time the work between two of them;
 //  - a kernel that fails marks its stream; the next call that synchronises with that stream
-//    reports fooErrorLaunchFailure (once), as a device reports a fault at the next synchronisation;
+//    reports fooErrorLaunchFailure (once), with the kernel's message in fooGetLastErrorMessage(),
+//    as a device reports a fault at the next synchronisation;
 //  - the runtime initialises itself lazily on the first call that touches a device (memory,
-//    streams, events, kernels). fooGetDeviceCount, fooGetDeviceProperties, fooSetDevice and
-//    fooGetDevice never initialise anything. A process forked after initialisation cannot use the
-//    runtime: its calls return fooErrorForkedAfterInit at once (fooIsInBadFork tells).
+//    streams, events, modules, launches). fooGetDeviceCount, fooGetDeviceProperties,
+//    fooSetDevice and fooGetDevice never initialise anything. A process forked after
+//    initialisation cannot use the runtime: its calls return fooErrorForkedAfterInit at once
+//    (fooIsInBadFork tells);
+//  - work that runs on a stream (kernels, host functions) must not call the runtime.
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
+
+#if defined(_WIN32)
+#define FOO_API __declspec(dllexport)
+#else
+#define FOO_API __attribute__((visibility("default")))
+#endif
+
+// The version of this API: major * 1000 + minor * 10, as CUDART_VERSION.
+#define FOO_RUNTIME_VERSION 2000
+
+// The most devices the runtime addresses; the device count (fooGetDeviceCount) is at most this.
+#define FOO_MAX_DEVICES 16
+
+// The largest kernel parameter block fooLaunchKernel accepts, in bytes.
+#define FOO_MAX_PARAM_BYTES 4096
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,12 +58,15 @@ typedef enum fooError {
   fooErrorInvalidDevice = 2, // device index outside [0, device count)
   fooErrorMemoryAllocation = 3, // the device (or the host, for pinned memory) is out of memory
   fooErrorInvalidDevicePointer = 4, // not (inside) a live device allocation
-  fooErrorInvalidResourceHandle = 5, // unknown stream or event, or an event that cannot be used so
+  fooErrorInvalidResourceHandle = 5, // unknown stream, event, module or function, or one that cannot be used so
   fooErrorNotReady = 6, // queried work has not finished yet
   fooErrorNoDevice = 7, // the runtime exposes no devices
-  fooErrorLaunchFailure = 8, // a kernel on the stream failed (its message went to stderr)
-  fooErrorNotPermitted = 9, // waiting on a stream from a kernel running on that same stream
+  fooErrorLaunchFailure = 8, // a kernel on the stream failed (fooGetLastErrorMessage says how)
+  fooErrorNotPermitted = 9, // a call from work running on a stream, which would wait for itself
   fooErrorForkedAfterInit = 10, // this process was forked after the runtime was initialised
+  fooErrorNotSupported = 11, // the device or driver does not support this call or argument
+  fooErrorNotFound = 12, // a module file or a kernel name that does not exist
+  fooErrorUnknown = 999, // a driver failure with no better code (fooGetLastErrorMessage has its text)
 } fooError_t;
 
 typedef enum fooMemcpyKind {
@@ -59,11 +85,8 @@ typedef enum fooMemoryType {
 // Opaque handles. A NULL stream is the default stream of the current device.
 typedef struct fooStream_st* fooStream_t;
 typedef struct fooEvent_st* fooEvent_t;
-
-// A kernel: a function the device runs with one argument block. It returns 0 on success; any
-// other value marks its stream as failed. The emulated device runs it on the stream's worker
-// thread; a real device runs compiled device code instead.
-typedef int (*fooKernel_t)(void* args);
+typedef struct fooModule_st* fooModule_t; // a loaded code object
+typedef struct fooFunction_st* fooFunction_t; // a kernel: device code that fooLaunchKernel runs
 
 typedef struct fooPointerAttributes {
   fooMemoryType type;
@@ -75,10 +98,19 @@ typedef struct fooPointerAttributes {
 typedef struct fooDeviceProp {
   char name[64];
   size_t totalGlobalMem; // capacity in bytes
-  int multiProcessorCount; // compute units
+  int multiProcessorCount; // compute units: blocks that run at the same time
+  int maxThreadsPerBlock; // the largest block fooLaunchKernel accepts (x * y * z)
+  size_t sharedMemPerBlock; // the most shared memory one block may ask for
   int major; // capability, reported through torch.accelerator.get_device_capability
   int minor;
 } fooDeviceProp;
+
+// A launch geometry: a grid of blocks, or the threads of one block.
+typedef struct fooDim3 {
+  unsigned int x;
+  unsigned int y;
+  unsigned int z;
+} fooDim3;
 
 // Stream flags (fooStreamCreateWithPriority). Every stream is non-blocking: none of them
 // synchronises implicitly with the default stream.
@@ -86,40 +118,50 @@ typedef struct fooDeviceProp {
 #define fooStreamNonBlocking 0x1
 
 // Event flags (fooEventCreateWithFlags). Events record timestamps unless created with
-// fooEventDisableTiming, which makes recording them cheaper.
+// fooEventDisableTiming, which makes recording them cheaper. fooEventBlockingSync is accepted
+// for CUDA compatibility.
 #define fooEventDefault 0x0
+#define fooEventBlockingSync 0x1
 #define fooEventDisableTiming 0x2
 
-const char* fooGetErrorString(fooError_t error);
+// ---- errors and versions ------------------------------------------------------------------------
 
-// Devices. The emulated runtime exposes 2 devices unless the environment variable
-// FOO_DEVICE_COUNT says otherwise (0 to 16), with FOO_DEVICE_MEMORY bytes of memory each
-// (suffixes K, M, G allowed; default 8G). FOO_STRICT_MEMORY=1 makes device memory inaccessible
-// to host code (see runtime.cpp). All three are read once, when first needed.
-fooError_t fooGetDeviceCount(int* count);
-fooError_t fooGetDevice(int* device);
-fooError_t fooSetDevice(int device);
-fooError_t fooGetDeviceProperties(fooDeviceProp* prop, int device);
+FOO_API const char* fooGetErrorString(fooError_t error);
+// The details of the last call on this thread that failed (which argument, the driver's own error
+// text, a failed kernel's message); "" if none failed yet. Valid until the thread's next failure.
+FOO_API const char* fooGetLastErrorMessage(void);
+// FOO_RUNTIME_VERSION of the runtime this program runs with, and the driver's own version.
+FOO_API fooError_t fooRuntimeGetVersion(int* version);
+FOO_API fooError_t fooDriverGetVersion(int* version);
+
+// ---- devices ------------------------------------------------------------------------------------
+
+FOO_API fooError_t fooGetDeviceCount(int* count);
+FOO_API fooError_t fooGetDevice(int* device);
+FOO_API fooError_t fooSetDevice(int device);
+FOO_API fooError_t fooGetDeviceProperties(fooDeviceProp* prop, int device);
 // Whether `device` has been initialised (used memory or ran work) in this process.
-fooError_t fooDeviceIsInitialized(int device, int* initialized);
+FOO_API fooError_t fooDeviceIsInitialized(int device, int* initialized);
 // Wait for all work on all streams of the current device.
-fooError_t fooDeviceSynchronize(void);
+FOO_API fooError_t fooDeviceSynchronize(void);
 // Sets *bad_fork to 1 if this process was forked after the runtime had been initialised (every
-// call other than this one, fooGetDeviceCount, fooGetDeviceProperties and fooGetErrorString
-// then fails with fooErrorForkedAfterInit), else 0.
-fooError_t fooIsInBadFork(int* bad_fork);
+// call other than this one, fooGetDeviceCount, fooGetDeviceProperties, fooGetErrorString and
+// the version queries then fails with fooErrorForkedAfterInit), else 0.
+FOO_API fooError_t fooIsInBadFork(int* bad_fork);
+
+// ---- memory -------------------------------------------------------------------------------------
 
 // Device memory. Allocations belong to the current device. Freeing waits for all pending work on
 // every device, as a driver's free does; allocation never waits.
-fooError_t fooMalloc(void** devPtr, size_t size);
-fooError_t fooFree(void* devPtr);
-fooError_t fooMemGetInfo(size_t* free, size_t* total);
-fooError_t fooPointerGetAttributes(fooPointerAttributes* attributes, const void* ptr);
+FOO_API fooError_t fooMalloc(void** devPtr, size_t size);
+FOO_API fooError_t fooFree(void* devPtr);
+FOO_API fooError_t fooMemGetInfo(size_t* free, size_t* total);
+FOO_API fooError_t fooPointerGetAttributes(fooPointerAttributes* attributes, const void* ptr);
 
 // Pinned (page-locked) host memory: the only host memory that asynchronous copies read or write
 // asynchronously. Freeing waits for pending work, as fooFree does.
-fooError_t fooMallocHost(void** ptr, size_t size);
-fooError_t fooFreeHost(void* ptr);
+FOO_API fooError_t fooMallocHost(void** ptr, size_t size);
+FOO_API fooError_t fooFreeHost(void* ptr);
 
 // Copies. Device ranges must lie inside one live allocation, host ranges must not be device memory.
 // fooMemcpy copies on the calling thread and returns when done; it is not ordered with any
@@ -128,48 +170,78 @@ fooError_t fooFreeHost(void* ptr);
 // fooMemcpyAsync is ordered on `stream`. With pinned host memory it returns at once and the copy
 // runs with the stream; with pageable host memory it returns once the host memory is no longer
 // needed (the copy has been done), as a driver staging pageable memory does.
-fooError_t fooMemcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind);
-fooError_t fooMemcpyAsync(void* dst, const void* src, size_t n, fooMemcpyKind kind, fooStream_t stream);
-fooError_t fooMemsetAsync(void* devPtr, int value, size_t count, fooStream_t stream);
+FOO_API fooError_t fooMemcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind);
+FOO_API fooError_t fooMemcpyAsync(
+    void* dst,
+    const void* src,
+    size_t count,
+    fooMemcpyKind kind,
+    fooStream_t stream); // NULL: the default stream of the current device
+FOO_API fooError_t fooMemsetAsync(void* devPtr, int value, size_t count, fooStream_t stream);
 
-// Streams. Each stream runs its work in order, asynchronously to the host. Priorities range from
-// `least` (0, the default) to `greatest` (-1); lower numbers mean higher priority.
-fooError_t fooStreamCreate(fooStream_t* stream);
-fooError_t fooStreamCreateWithPriority(fooStream_t* stream, unsigned int flags, int priority);
+// ---- streams ------------------------------------------------------------------------------------
+
+// Each stream runs its work in order, asynchronously to the host. Priorities range from `least`
+// (0, the default) to `greatest` (-1); lower numbers mean higher priority.
+FOO_API fooError_t fooStreamCreate(fooStream_t* stream);
+FOO_API fooError_t fooStreamCreateWithPriority(fooStream_t* stream, unsigned int flags, int priority);
 // Returns at once; the stream finishes its pending work first. Default streams cannot be destroyed.
-fooError_t fooStreamDestroy(fooStream_t stream);
+FOO_API fooError_t fooStreamDestroy(fooStream_t stream);
 // fooSuccess if all work enqueued so far has finished, fooErrorNotReady if not.
-fooError_t fooStreamQuery(fooStream_t stream);
-fooError_t fooStreamSynchronize(fooStream_t stream);
+FOO_API fooError_t fooStreamQuery(fooStream_t stream);
+FOO_API fooError_t fooStreamSynchronize(fooStream_t stream);
 // Work enqueued on `stream` after this call waits until `event` has completed (flags must be 0).
-fooError_t fooStreamWaitEvent(fooStream_t stream, fooEvent_t event, unsigned int flags);
-fooError_t fooStreamGetPriority(fooStream_t stream, int* priority);
-fooError_t fooStreamGetDevice(fooStream_t stream, int* device);
-fooError_t fooDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
+FOO_API fooError_t fooStreamWaitEvent(fooStream_t stream, fooEvent_t event, unsigned int flags);
+FOO_API fooError_t fooStreamGetPriority(fooStream_t stream, int* priority);
+FOO_API fooError_t fooStreamGetDevice(fooStream_t stream, int* device);
+FOO_API fooError_t fooDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 
-// Events. An event completes when the work enqueued on its stream before the record has finished.
+// ---- events -------------------------------------------------------------------------------------
+
+// An event completes when the work enqueued on its stream before the record has finished.
 // An event that was never recorded counts as complete.
-fooError_t fooEventCreate(fooEvent_t* event);
-fooError_t fooEventCreateWithFlags(fooEvent_t* event, unsigned int flags);
+FOO_API fooError_t fooEventCreate(fooEvent_t* event);
+FOO_API fooError_t fooEventCreateWithFlags(fooEvent_t* event, unsigned int flags);
 // Records on `stream` (its device must be the event's device, which is the current device when the
 // event was created). Recording again moves the event to the new point.
-fooError_t fooEventRecord(fooEvent_t event, fooStream_t stream);
-fooError_t fooEventQuery(fooEvent_t event);
-fooError_t fooEventSynchronize(fooEvent_t event);
+FOO_API fooError_t fooEventRecord(fooEvent_t event, fooStream_t stream);
+FOO_API fooError_t fooEventQuery(fooEvent_t event);
+FOO_API fooError_t fooEventSynchronize(fooEvent_t event);
 // Milliseconds between two completed events that both record timing.
-fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end);
+FOO_API fooError_t fooEventElapsedTime(float* ms, fooEvent_t start, fooEvent_t end);
 // Returns at once; a pending record still completes.
-fooError_t fooEventDestroy(fooEvent_t event);
+FOO_API fooError_t fooEventDestroy(fooEvent_t event);
 
-// Execution. The kernel runs after the work already enqueued on `stream`; `args` is its argument
-// block, owned by the caller (the kernel may free it).
-fooError_t fooLaunchKernel(fooKernel_t kernel, void* args, fooStream_t stream);
+// ---- modules and kernel launch ------------------------------------------------------------------
 
-// Emulation only, for use inside kernels: the address at which a kernel reaches device memory
-// `ptr` (any other pointer is returned unchanged). The emulated device runs kernels on the host,
-// where device memory has a second, runtime-only address in strict memory mode. On hardware,
-// kernels receive device pointers and use them directly, so this is the identity.
-void* fooKernelAddress(const void* ptr);
+// A module is a code object the driver loads (a CUDA cubin; on the emulated device, a shared
+// library whose kernels follow emulation.h). Loading needs no current device; unloading waits for
+// all pending work, then invalidates the module's functions.
+FOO_API fooError_t fooModuleLoad(fooModule_t* module, const char* path);
+FOO_API fooError_t fooModuleGetFunction(fooFunction_t* f, fooModule_t module, const char* name);
+FOO_API fooError_t fooModuleUnload(fooModule_t module);
+// The kernel's name, for error messages and traces (valid as long as the function is).
+FOO_API fooError_t fooFuncGetName(const char** name, fooFunction_t function);
+
+// Runs `function` after the work already enqueued on `stream` and returns at once: the kernel runs
+// once per block of `gridDim` (x * y * z blocks, in any order, possibly at the same time), each
+// block with `blockDim` threads and `sharedMemBytes` of shared memory. `params` points to the
+// kernel's parameter block of `paramsSize` bytes (at most FOO_MAX_PARAM_BYTES), which is copied
+// before this returns: the caller may reuse it at once. Device pointers inside it are the ones
+// fooMalloc returned.
+FOO_API fooError_t fooLaunchKernel(
+    fooFunction_t function,
+    fooDim3 gridDim,
+    fooDim3 blockDim,
+    const void* params,
+    size_t paramsSize,
+    size_t sharedMemBytes,
+    fooStream_t stream);
+
+// Runs fn(userData) on a host thread of the runtime after the work already enqueued on `stream`;
+// later work on the stream waits for it (CUDA's cudaLaunchHostFunc). It must not call the runtime.
+typedef void (*fooHostFn_t)(void* userData);
+FOO_API fooError_t fooLaunchHostFunc(fooStream_t stream, fooHostFn_t fn, void* userData);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -1,0 +1,145 @@
+// How host code calls the operator library (csrc/kernels/kernels.h): PyTorch's types turned into
+// the library's descriptions. Everything here runs on the host and touches no device memory.
+//
+// An elementwise kernel takes a TensorIterator's geometry as it is (its merged shape and byte
+// strides, dimension 0 fastest): the iterator has broadcast the operands, checked devices and
+// overlap, and allocated the outputs. Operands that are Python numbers (x + 1) become scalar
+// operands whose value travels in the launch.
+#pragma once
+
+#include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <optional>
+
+#include "../core/Exception.h"
+#include "../core/Stream.h"
+#include "../kernels/kernels.h"
+
+namespace torch_foo {
+
+// The library's name of a dtype, or nullopt for dtypes it does not take (the CPU fallback runs
+// those: float8, complex32, quantized and bit types).
+inline std::optional<fooDataType> op_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: return fooBool;
+    case c10::ScalarType::Byte: return fooUInt8;
+    case c10::ScalarType::Char: return fooInt8;
+    case c10::ScalarType::Short: return fooInt16;
+    case c10::ScalarType::Int: return fooInt32;
+    case c10::ScalarType::Long: return fooInt64;
+    case c10::ScalarType::Half: return fooFloat16;
+    case c10::ScalarType::BFloat16: return fooBFloat16;
+    case c10::ScalarType::Float: return fooFloat32;
+    case c10::ScalarType::Double: return fooFloat64;
+    case c10::ScalarType::ComplexFloat: return fooComplex64;
+    case c10::ScalarType::ComplexDouble: return fooComplex128;
+    case c10::ScalarType::UInt16: return fooUInt16;
+    case c10::ScalarType::UInt32: return fooUInt32;
+    case c10::ScalarType::UInt64: return fooUInt64;
+    default: return std::nullopt;
+  }
+}
+
+// The library's dtype of `t`; raises for dtypes it does not take.
+inline fooDataType checked_dtype(c10::ScalarType t) {
+  const auto dtype = op_dtype(t);
+  TORCH_CHECK(dtype.has_value(), "foo has no kernel for dtype ", t, " here");
+  return *dtype;
+}
+
+// The geometry of a TensorIterator as the library takes it. The arrays it points to belong to the
+// iterator, which must outlive the call. `slots` gives each iterator operand's position among the
+// kernel's `noperands` operands; the remaining positions are scalars set with set_scalar().
+class OpIter {
+ public:
+  OpIter(const at::TensorIteratorBase& iter, c10::ArrayRef<int> slots, int noperands) {
+    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(slots.size()) == iter.ntensors());
+    TORCH_INTERNAL_ASSERT(noperands <= FOO_OP_MAX_OPERANDS);
+    std::memset(&it_, 0, sizeof(it_));
+    it_.ndim = static_cast<int>(iter.ndim());
+    it_.sizes = iter.shape().data();
+    it_.noperands = noperands;
+    int i = 0;
+    for (const int slot : slots) {
+      it_.data[slot] = const_cast<void*>(iter.data_ptr(i));
+      it_.strides[slot] = iter.strides(i).data();
+      const auto dtype = op_dtype(iter.dtype(i));
+      it_.dtype[slot] = dtype.value_or(fooUInt8);
+      unsupported_[slot] = !dtype.has_value();
+      if (!dtype) {
+        unsupported_type_ = iter.dtype(i);
+      }
+      ++i;
+    }
+  }
+
+  // False if an operand has a dtype the library does not take (set_dtype() may name a stand-in).
+  bool supported() const {
+    return std::none_of(std::begin(unsupported_), std::end(unsupported_), [](bool u) { return u; });
+  }
+
+  // Operand `slot` is described as `dtype` (for kernels that only move bytes, such as fill).
+  void set_dtype(int slot, fooDataType dtype) {
+    it_.dtype[slot] = dtype;
+    unsupported_[slot] = false;
+  }
+
+  // Operand `slot` is the number `value`, of the element type T (the operand's dtype).
+  template <typename T>
+  void set_scalar(int slot, fooDataType dtype, T value) {
+    static_assert(sizeof(T) <= sizeof(it_.value[0]), "scalar operands are at most 16 bytes");
+    it_.data[slot] = nullptr;
+    it_.dtype[slot] = dtype;
+    std::memcpy(it_.value[slot], &value, sizeof(T));
+  }
+
+  const fooIter* get() const {
+    TORCH_CHECK(supported(), "foo has no kernel for dtype ", unsupported_type_, " here");
+    return &it_;
+  }
+
+ private:
+  fooIter it_;
+  bool unsupported_[FOO_OP_MAX_OPERANDS] = {};
+  c10::ScalarType unsupported_type_ = c10::ScalarType::Undefined;
+};
+
+// A tensor as the library describes it (at most FOO_OP_MAX_TENSOR_DIMS dimensions).
+inline fooTensor op_tensor(const at::Tensor& t) {
+  fooTensor d{};
+  TORCH_CHECK(
+      t.dim() <= FOO_OP_MAX_TENSOR_DIMS,
+      "the foo operator library takes at most ",
+      FOO_OP_MAX_TENSOR_DIMS,
+      " dimensions");
+  d.data = const_cast<void*>(t.const_data_ptr());
+  d.dtype = checked_dtype(t.scalar_type());
+  d.ndim = static_cast<int>(t.dim());
+  for (int i = 0; i < d.ndim; ++i) {
+    d.sizes[i] = t.size(i);
+    d.strides[i] = t.stride(i);
+  }
+  return d;
+}
+
+// A number for the library, converted as PyTorch converts a Scalar argument.
+inline fooScalar op_scalar(const at::Scalar& s) {
+  fooScalar v{};
+  if (s.isComplex()) {
+    const auto c = s.toComplexDouble();
+    v.real = c.real();
+    v.imag = c.imag();
+  } else if (s.isFloatingPoint()) {
+    v.real = s.toDouble();
+  } else {
+    v.integer = s.toLong();
+    v.real = static_cast<double>(v.integer);
+  }
+  return v;
+}
+
+} // namespace torch_foo

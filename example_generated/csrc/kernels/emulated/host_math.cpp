@@ -1,0 +1,230 @@
+// Dense math of the emulated device: matrix products and convolutions.
+//
+// A device takes these from its vendor's math library (cuBLAS and cuDNN for CUDA). The emulated
+// device runs on the host, whose best math library is the one PyTorch's CPU operators use (oneDNN,
+// MKL or OpenBLAS, with their threading), so its kernels wrap the device memory of each operand as
+// a CPU tensor and call the CPU operator on it: results equal the CPU's, at the CPU's speed. This
+// is the only file of the operator library that includes PyTorch, and it does so only as the
+// emulated device's math library: the interface (kernels.h) stays free of it, and a hardware port
+// replaces this file with calls into its own library.
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <vector>
+
+#include "device.h"
+
+namespace torch_foo::kernels {
+namespace {
+
+std::optional<c10::ScalarType> scalar_type(fooDataType dtype) {
+  switch (dtype) {
+    case fooFloat16: return c10::ScalarType::Half;
+    case fooBFloat16: return c10::ScalarType::BFloat16;
+    case fooFloat32: return c10::ScalarType::Float;
+    case fooFloat64: return c10::ScalarType::Double;
+    case fooComplex64: return c10::ScalarType::ComplexFloat;
+    case fooComplex128: return c10::ScalarType::ComplexDouble;
+    default: return std::nullopt; // integral products are not this library's
+  }
+}
+
+bool supported(const fooTensor* t) {
+  return t == nullptr || t->data == nullptr || scalar_type(t->dtype).has_value();
+}
+
+// Inside a kernel: the operand's device memory as a CPU tensor (no copy).
+at::Tensor as_cpu(const fooEmuKernelContext* ctx, const fooTensor& t) {
+  return at::from_blob(
+      ctx->address(t.data),
+      c10::IntArrayRef(t.sizes, t.ndim),
+      c10::IntArrayRef(t.strides, t.ndim),
+      at::TensorOptions().dtype(*scalar_type(t.dtype)));
+}
+
+// The library call sees plain tensors whatever the calling thread's state: no autograd recording
+// and no autocast of the CPU operands.
+struct LibraryCall {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::autocast_dispatch_keyset};
+};
+
+// Runs `body` and turns a C++ exception into a device fault.
+template <typename Body>
+void guarded(const fooEmuKernelContext* ctx, const Body& body) {
+  try {
+    const LibraryCall call;
+    body();
+  } catch (const c10::Error& e) {
+    ctx->fail(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    ctx->fail(e.what());
+  }
+}
+
+struct GemmParams {
+  fooTensor a;
+  fooTensor b;
+  fooTensor c;
+  double alpha;
+  double beta;
+};
+
+void gemm_kernel(const fooEmuKernelContext* ctx, const void* raw) {
+  const auto& p = *static_cast<const GemmParams*>(raw);
+  guarded(ctx, [&] {
+    at::Tensor c = as_cpu(ctx, p.c);
+    if (p.c.ndim == 2) {
+      c.addmm_(as_cpu(ctx, p.a), as_cpu(ctx, p.b), p.beta, p.alpha);
+    } else {
+      c.baddbmm_(as_cpu(ctx, p.a), as_cpu(ctx, p.b), p.beta, p.alpha);
+    }
+  });
+}
+
+std::vector<int64_t> first(const int64_t* values, int n) {
+  return std::vector<int64_t>(values, values + n);
+}
+
+struct ConvolutionParams {
+  fooConvolutionParams conv;
+  fooTensor input;
+  fooTensor weight;
+  fooTensor bias; // data null: none
+  fooTensor output;
+};
+
+void convolution_kernel(const fooEmuKernelContext* ctx, const void* raw) {
+  const auto& p = *static_cast<const ConvolutionParams*>(raw);
+  const int n = p.conv.spatial_dims;
+  guarded(ctx, [&] {
+    const std::optional<at::Tensor> bias =
+        p.bias.data != nullptr ? std::optional<at::Tensor>(as_cpu(ctx, p.bias)) : std::nullopt;
+    as_cpu(ctx, p.output)
+        .copy_(
+            at::convolution(
+                as_cpu(ctx, p.input),
+                as_cpu(ctx, p.weight),
+                bias,
+                first(p.conv.stride, n),
+                first(p.conv.padding, n),
+                first(p.conv.dilation, n),
+                p.conv.transposed != 0,
+                first(p.conv.output_padding, n),
+                p.conv.groups));
+  });
+}
+
+struct ConvolutionBackwardParams {
+  fooConvolutionParams conv;
+  fooTensor grad_output;
+  fooTensor input;
+  fooTensor weight;
+  fooTensor grads[3]; // input, weight, bias; data null: not wanted
+};
+
+void convolution_backward_kernel(const fooEmuKernelContext* ctx, const void* raw) {
+  const auto& p = *static_cast<const ConvolutionBackwardParams*>(raw);
+  const int n = p.conv.spatial_dims;
+  guarded(ctx, [&] {
+    const std::array<bool, 3> mask{p.grads[0].data != nullptr, p.grads[1].data != nullptr, p.grads[2].data != nullptr};
+    const std::vector<int64_t> bias_sizes{p.grad_output.sizes[1]};
+    const auto grads = at::convolution_backward(
+        as_cpu(ctx, p.grad_output),
+        as_cpu(ctx, p.input),
+        as_cpu(ctx, p.weight),
+        mask[2] ? at::OptionalIntArrayRef(bias_sizes) : std::nullopt,
+        first(p.conv.stride, n),
+        first(p.conv.padding, n),
+        first(p.conv.dilation, n),
+        p.conv.transposed != 0,
+        first(p.conv.output_padding, n),
+        p.conv.groups,
+        mask);
+    const std::array<const at::Tensor*, 3> computed{&std::get<0>(grads), &std::get<1>(grads), &std::get<2>(grads)};
+    for (size_t i = 0; i < 3; ++i) {
+      if (mask[i]) {
+        as_cpu(ctx, p.grads[i]).copy_(*computed[i]);
+      }
+    }
+  });
+}
+
+fooTensor or_none(const fooTensor* t) {
+  if (t != nullptr) {
+    return *t;
+  }
+  fooTensor none{};
+  return none;
+}
+
+} // namespace
+} // namespace torch_foo::kernels
+
+using namespace torch_foo::kernels;
+
+extern "C" {
+
+fooError_t fooOpGemm(
+    const fooTensor* a,
+    const fooTensor* b,
+    fooTensor* c, // read when beta != 0, then written
+    double alpha,
+    double beta,
+    fooStream_t stream) {
+  if (a == nullptr || b == nullptr || c == nullptr || a->ndim != c->ndim || b->ndim != c->ndim ||
+      (c->ndim != 2 && c->ndim != 3)) {
+    return invalid_argument(__func__);
+  }
+  if (!supported(a) || a->dtype != b->dtype || a->dtype != c->dtype) {
+    return not_supported("this data type");
+  }
+  const GemmParams params{*a, *b, *c, alpha, beta};
+  return launch(function<&gemm_kernel>("gemm"), 1, &params, sizeof(params), stream);
+}
+
+fooError_t fooOpConvolution(
+    const fooConvolutionParams* conv,
+    const fooTensor* input,
+    const fooTensor* weight,
+    const fooTensor* bias,
+    fooTensor* output,
+    fooStream_t stream) {
+  if (conv == nullptr || input == nullptr || weight == nullptr || output == nullptr || conv->spatial_dims < 1 ||
+      conv->spatial_dims > 3) {
+    return invalid_argument(__func__);
+  }
+  if (!supported(input) || !supported(weight) || !supported(bias) || !supported(output)) {
+    return not_supported("this data type");
+  }
+  const ConvolutionParams params{*conv, *input, *weight, or_none(bias), *output};
+  return launch(function<&convolution_kernel>("convolution"), 1, &params, sizeof(params), stream);
+}
+
+fooError_t fooOpConvolutionBackward(
+    const fooConvolutionParams* conv,
+    const fooTensor* grad_output,
+    const fooTensor* input,
+    const fooTensor* weight,
+    fooTensor* grad_input,
+    fooTensor* grad_weight,
+    fooTensor* grad_bias,
+    fooStream_t stream) {
+  if (conv == nullptr || grad_output == nullptr || input == nullptr || weight == nullptr || conv->spatial_dims < 1 ||
+      conv->spatial_dims > 3) {
+    return invalid_argument(__func__);
+  }
+  if (!supported(grad_output) || !supported(input) || !supported(weight)) {
+    return not_supported("this data type");
+  }
+  const ConvolutionBackwardParams params{
+      *conv, *grad_output, *input, *weight, {or_none(grad_input), or_none(grad_weight), or_none(grad_bias)}};
+  return launch(function<&convolution_backward_kernel>("convolution_backward"), 1, &params, sizeof(params), stream);
+}
+
+} // extern "C"

@@ -1,0 +1,78 @@
+// The device layer: what the runtime's entry points (api_*.cpp) need from a device.
+//
+// csrc/runtime/emulated/ implements it on the host. A hardware port implements it with its vendor
+// driver (a directory beside emulated/, chosen in setup.py) and keeps the entry points, which do
+// everything runtime.h promises that is not about the device: they check arguments, keep the fork
+// state and the per-thread current device, initialise lazily, resolve a NULL stream to the default
+// stream of the current device and record error messages. So every function here is called with
+// checked arguments (non-null out-pointers, valid device ordinals and enum values, non-zero sizes,
+// resolved streams) in a process that is initialised and not a bad fork child. Handles are the
+// driver's own: it validates them (fooErrorInvalidResourceHandle) and owns their lifetime.
+// Failures return a code; a driver with more to say calls fail() (internal.h) to attach its text.
+#pragma once
+
+#include <cstddef>
+
+#include "runtime.h"
+
+namespace torch_foo::driver {
+
+// Devices. device_count() and device_properties() run before initialisation (and in a bad fork
+// child): they must not start anything. initialize() runs once, before the first device work.
+int device_count();
+fooError_t device_properties(int device, fooDeviceProp* prop);
+void initialize();
+int version();
+
+// Memory. malloc(size > 0) on `device`; free() of a pointer that is not a live allocation's start
+// is fooErrorInvalidDevicePointer. free() and free_host() wait for pending work.
+fooError_t malloc(int device, size_t size, void** ptr);
+fooError_t free(void* ptr);
+fooError_t mem_get_info(int device, size_t* free, size_t* total);
+void pointer_attributes(const void* ptr, fooPointerAttributes* attributes);
+fooError_t malloc_host(size_t size, void** ptr);
+fooError_t free_host(void* ptr);
+
+// Copies of count > 0 bytes; the driver checks that each side is what `kind` says.
+fooError_t memcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind);
+fooError_t memcpy_async(void* dst, const void* src, size_t count, fooMemcpyKind kind, fooStream_t stream);
+fooError_t memset_async(void* ptr, int value, size_t count, fooStream_t stream);
+
+// Streams. default_stream() creates the device's default stream on first use.
+fooStream_t default_stream(int device);
+fooError_t stream_create(int device, int priority, fooStream_t* stream);
+fooError_t stream_destroy(fooStream_t stream);
+fooError_t stream_query(fooStream_t stream);
+fooError_t stream_synchronize(fooStream_t stream);
+fooError_t stream_wait_event(fooStream_t stream, fooEvent_t event);
+fooError_t stream_priority(fooStream_t stream, int* priority);
+fooError_t stream_device(fooStream_t stream, int* device);
+fooError_t device_synchronize(int device);
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -1;
+
+// Events, created on `device`.
+fooError_t event_create(int device, bool timing, fooEvent_t* event);
+fooError_t event_record(fooEvent_t event, fooStream_t stream);
+fooError_t event_query(fooEvent_t event);
+fooError_t event_synchronize(fooEvent_t event);
+fooError_t event_elapsed_time(float* ms, fooEvent_t start, fooEvent_t end);
+fooError_t event_destroy(fooEvent_t event);
+
+// Modules and launches. The entry points check that the grid and block are not empty and the
+// parameter block fits FOO_MAX_PARAM_BYTES; the driver checks the device's own limits.
+fooError_t module_load(const char* path, fooModule_t* module);
+fooError_t module_get_function(fooModule_t module, const char* name, fooFunction_t* function);
+fooError_t module_unload(fooModule_t module);
+fooError_t function_name(fooFunction_t function, const char** name);
+fooError_t launch_kernel(
+    fooFunction_t function,
+    fooDim3 grid,
+    fooDim3 block,
+    const void* params,
+    size_t params_size,
+    size_t shared_bytes,
+    fooStream_t stream);
+fooError_t launch_host_func(fooStream_t stream, fooHostFn_t fn, void* user_data);
+
+} // namespace torch_foo::driver

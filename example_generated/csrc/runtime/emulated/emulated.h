@@ -1,0 +1,145 @@
+// Internals of the emulated foo device, shared by the files of csrc/runtime/emulated/.
+//
+// The emulation in one paragraph. Devices are regions of one reserved range of the host's address
+// space (memory.cpp); in strict memory mode that range is never accessible and the runtime reaches
+// the same pages through a second, private range. Each stream has a worker thread that runs its tasks
+// (kernels, host functions, copies, fills, event records, waits for other streams) in order from a
+// bounded queue (streams.cpp); a kernel's blocks run on the worker's OpenMP team (kernels.cpp).
+// Positions in a stream are task counts: an event is a (stream, position) pair, complete once the
+// stream has finished that many tasks (events.cpp). Configuration comes from the environment
+// (config.cpp).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../driver.h"
+#include "../emulation.h"
+
+namespace torch_foo::emulated {
+
+// ---- configuration (config.cpp) -----------------------------------------------------------------
+
+struct Config {
+  int device_count = 2;
+  size_t capacity = size_t{8} << 30; // bytes per device
+  bool strict = false; // device memory is not host-addressable
+};
+
+// Read from FOO_DEVICE_COUNT, FOO_DEVICE_MEMORY and FOO_STRICT_MEMORY once, when first needed.
+const Config& config();
+
+// ---- memory (memory.cpp) ------------------------------------------------------------------------
+
+// Whether [ptr, ptr + count) lies inside one live allocation of device memory.
+bool is_device_range(const void* ptr, size_t count);
+// Whether [ptr, ptr + count) overlaps the device address range at all.
+bool overlaps_device_memory(const void* ptr, size_t count);
+// The address at which the runtime (and kernels) reach device memory `ptr`; others unchanged.
+void* runtime_address(const void* ptr);
+// Whether [ptr, ptr + count) lies inside one pinned host allocation.
+bool is_pinned(const void* ptr, size_t count);
+// Reserves the device address range (once, from driver::initialize()).
+void initialize_memory();
+
+// ---- streams (streams.cpp) ----------------------------------------------------------------------
+
+struct Stream;
+struct Event;
+struct Function;
+
+constexpr size_t kInlineParams = 320; // parameter blocks up to this size travel inside the task
+
+struct Task {
+  enum class Kind : uint8_t { Kernel, HostFunc, Copy, Fill, Record, Wait };
+  Kind kind = Kind::Kernel;
+  int value = 0; // Fill: the byte
+  void* dst = nullptr; // Copy, Fill: the destination; HostFunc: its user data
+  const void* src = nullptr; // Copy: the source
+  size_t count = 0; // Copy, Fill: bytes
+  Function* function = nullptr; // Kernel
+  fooHostFn_t host_fn = nullptr; // HostFunc
+  fooDim3 grid{1, 1, 1};
+  fooDim3 block{1, 1, 1};
+  uint32_t shared_bytes = 0;
+  uint32_t params_size = 0;
+  unsigned char* params_heap = nullptr; // a larger parameter block (owned by the task)
+  Event* event = nullptr; // Record: the timing event to stamp (holds a reference)
+  Stream* other = nullptr; // Wait: the stream to wait for (holds a reference) ...
+  uint64_t position = 0; // ... until it has finished this many tasks
+  alignas(16) unsigned char params[kInlineParams];
+
+  const void* params_data() const {
+    return params_heap != nullptr ? params_heap : params;
+  }
+};
+
+// The stream whose worker is the calling thread (null on host threads).
+Stream* worker_stream();
+// Makes the calling thread count as `stream`'s worker while it runs blocks of that stream's kernel.
+class WorkerScope {
+ public:
+  explicit WorkerScope(Stream* stream);
+  ~WorkerScope();
+  WorkerScope(const WorkerScope&) = delete;
+  WorkerScope& operator=(const WorkerScope&) = delete;
+
+ private:
+  Stream* previous_;
+};
+// Resolves a handle (never null here): the stream, or null for an unknown handle.
+Stream* stream_from_handle(fooStream_t handle);
+int stream_device_of(const Stream* stream);
+// Appends a task (taking ownership of what it references); the stream runs it after the earlier ones.
+// Returns its position; on_position(context, position), if given, runs before the worker can see it.
+uint64_t enqueue(Stream* stream, Task&& task, void (*on_position)(void*, uint64_t) = nullptr, void* context = nullptr);
+// The position of the last task enqueued so far.
+uint64_t stream_tail(const Stream* stream);
+// Blocks until `stream` has finished `position` tasks.
+void wait_for(Stream* stream, uint64_t position);
+// True once `stream` has finished `position` tasks.
+bool reached(const Stream* stream, uint64_t position);
+void retain(Stream* stream);
+void release(Stream* stream);
+// Takes the failure a kernel left on `stream` (fooSuccess if none), describing it with fail().
+fooError_t take_error(Stream* stream);
+// Waits for all work on all devices without consuming failures (free(), module unload, exit).
+void wait_all_devices();
+
+// Runs a copy or fill task on a stream worker.
+void run_transfer(const Task& task);
+
+// ---- events (events.cpp) ------------------------------------------------------------------------
+
+// Stamps a timing event when its stream's worker reaches the record at `position`.
+void stamp_event(Event* event, Stream* stream, uint64_t position);
+void release(Event* event);
+
+// ---- kernels (kernels.cpp) ----------------------------------------------------------------------
+
+constexpr int kMaxThreadsPerBlock = 1024;
+constexpr size_t kSharedMemPerBlock = size_t{48} << 10;
+
+// Runs a kernel task's grid on the calling worker thread; false (with `message`) if it failed.
+bool run_kernel(const Task& task, std::string* message);
+// Frees what a kernel task owns.
+void discard_params(Task& task);
+
+// ---- shared helpers -----------------------------------------------------------------------------
+
+inline size_t round_up(size_t n, size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace torch_foo::emulated

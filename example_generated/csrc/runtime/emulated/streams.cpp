@@ -1,0 +1,404 @@
+// Streams of the emulated foo device: a worker thread per stream runs its tasks in order.
+//
+// A stream's queue is a ring of kQueueCapacity tasks; a launch that finds it full waits, as a
+// device's command queue makes the host wait. A thread that waits (a worker with nothing to do, a
+// host thread synchronising) spins briefly and then sleeps, so that a stream that is kept busy
+// never pays for a sleep and wake-up while an idle one costs nothing. Positions in a stream are task
+// counts: the worker runs task number `done + 1` in place, then publishes `done`.
+//
+// Lifetime. Streams are reference counted (the owner, the worker, events recorded on them and waits
+// of other streams hold references). Everything a worker touches is allocated once and never
+// destroyed, so C++ static destruction at process exit cannot pull state from under a worker that
+// is still running; queued work is drained at exit first (initialize() registers the drain).
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "../internal.h"
+#include "emulated.h"
+
+namespace torch_foo::emulated {
+namespace {
+
+constexpr uint64_t kQueueCapacity = 1024; // tasks a stream holds before launches wait
+constexpr uint32_t kStreamMagic = 0x5354524d;
+// How long a waiting thread spins before it sleeps: a stream worker after its last task, a host
+// thread in a synchronising call.
+constexpr std::chrono::microseconds kWorkerSpin{100};
+constexpr std::chrono::microseconds kHostSpin{20};
+
+thread_local Stream* current_worker = nullptr; // set on stream worker threads
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() or until `budget` has passed; returns done().
+template <typename Done>
+bool spin_until(const Done& done, std::chrono::microseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (int round = 0;; ++round) {
+    for (int i = 0; i < 32; ++i) {
+      if (done()) {
+        return true;
+      }
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return done();
+    }
+    if (round >= 2) {
+      std::this_thread::yield(); // let a thread that has real work (an OpenMP team member) run
+    }
+  }
+}
+
+} // namespace
+
+struct Stream {
+  uint32_t magic = kStreamMagic;
+  int device = 0;
+  int priority = 0;
+  bool is_default = false;
+  std::atomic<int> refs{1};
+  std::mutex mutex;
+  std::condition_variable work_ready; // the worker sleeps here when the queue is empty
+  std::condition_variable work_done; // host threads sleep here when they wait for the stream
+  std::vector<Task> queue = std::vector<Task>(kQueueCapacity); // a ring; slot (position - 1) % capacity
+  std::atomic<uint64_t> tail{0}; // tasks enqueued (written under mutex)
+  std::atomic<uint64_t> done{0}; // tasks finished (written by the worker only)
+  bool worker_sleeping = false; // guarded by mutex
+  bool stopping = false; // guarded by mutex: destroyed, the worker exits once the queue is empty
+  std::atomic<int> waiters{0}; // threads sleeping on work_done
+  std::atomic<bool> failed{false}; // a kernel failed since the last synchronisation ...
+  std::string failure; // ... with this message (guarded by mutex)
+};
+
+namespace {
+
+struct DeviceStreams {
+  std::mutex mutex; // guards streams
+  std::vector<Stream*> streams; // live streams
+  std::atomic<Stream*> default_stream{nullptr};
+};
+
+DeviceStreams& device_streams(int device) {
+  static auto* all = new DeviceStreams[FOO_MAX_DEVICES]; // never destroyed (see Lifetime above)
+  return all[device];
+}
+
+void run(Stream* s, Task& task, uint64_t position) {
+  switch (task.kind) {
+    case Task::Kind::Kernel: {
+      std::string message;
+      if (!run_kernel(task, &message)) {
+        std::lock_guard<std::mutex> lock(s->mutex);
+        if (!s->failed.exchange(true)) {
+          s->failure = std::move(message);
+        }
+      }
+      discard_params(task);
+      break;
+    }
+    case Task::Kind::HostFunc: task.host_fn(task.dst); break;
+    case Task::Kind::Copy:
+    case Task::Kind::Fill: run_transfer(task); break;
+    case Task::Kind::Record:
+      stamp_event(task.event, s, position);
+      release(task.event);
+      break;
+    case Task::Kind::Wait:
+      wait_for(task.other, task.position);
+      release(task.other);
+      break;
+  }
+}
+
+void worker_main(Stream* s) {
+  runtime::set_current_device(s->device);
+  current_worker = s;
+  const std::string name = std::string("foo").substr(0, 8) + " dev" + std::to_string(s->device);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  for (;;) {
+    const uint64_t finished = s->done.load(std::memory_order_relaxed);
+    if (s->tail.load(std::memory_order_acquire) == finished) {
+      spin_until([&] { return s->tail.load(std::memory_order_acquire) != finished; }, kWorkerSpin);
+      std::unique_lock<std::mutex> lock(s->mutex);
+      s->worker_sleeping = true;
+      s->work_ready.wait(lock, [&] { return s->tail.load(std::memory_order_relaxed) != finished || s->stopping; });
+      s->worker_sleeping = false;
+      if (s->tail.load(std::memory_order_relaxed) == finished) {
+        break; // stopping and drained
+      }
+    }
+    const uint64_t position = finished + 1;
+    run(s, s->queue[(position - 1) % kQueueCapacity], position);
+    s->done.store(position, std::memory_order_release);
+    if (s->waiters.load() > 0) {
+      std::lock_guard<std::mutex> lock(s->mutex);
+      s->work_done.notify_all();
+    }
+  }
+  {
+    DeviceStreams& d = device_streams(s->device);
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.streams.erase(std::find(d.streams.begin(), d.streams.end(), s));
+  }
+  release(s); // the worker's reference
+}
+
+// Creates a stream and its worker. Caller holds the device's mutex.
+Stream* create_stream(int device, int priority, bool is_default) {
+  auto* s = new Stream();
+  s->device = device;
+  s->priority = priority;
+  s->is_default = is_default;
+  retain(s); // one reference for the worker, one for the owner
+  device_streams(device).streams.push_back(s);
+  std::thread(&worker_main, s).detach();
+  return s;
+}
+
+// The live streams of `device`, each retained.
+std::vector<Stream*> retained_streams(int device) {
+  DeviceStreams& d = device_streams(device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (Stream* s : d.streams) {
+    retain(s);
+  }
+  return d.streams;
+}
+
+fooError_t unknown_stream(fooStream_t handle) {
+  return runtime::fail(fooErrorInvalidResourceHandle, "unknown stream %p", static_cast<void*>(handle));
+}
+
+fooError_t own_stream() {
+  return runtime::fail(fooErrorNotPermitted, "work running on a stream cannot wait for that stream");
+}
+
+} // namespace
+
+Stream* worker_stream() {
+  return current_worker;
+}
+
+WorkerScope::WorkerScope(Stream* stream) : previous_(current_worker) {
+  current_worker = stream;
+}
+
+WorkerScope::~WorkerScope() {
+  current_worker = previous_;
+}
+
+Stream* stream_from_handle(fooStream_t handle) {
+  auto* s = reinterpret_cast<Stream*>(handle);
+  return s != nullptr && s->magic == kStreamMagic ? s : nullptr;
+}
+
+int stream_device_of(const Stream* stream) {
+  return stream->device;
+}
+
+uint64_t enqueue(Stream* s, Task&& task, void (*on_position)(void*, uint64_t), void* context) {
+  std::unique_lock<std::mutex> lock(s->mutex);
+  const auto has_room = [&] {
+    return s->tail.load(std::memory_order_relaxed) - s->done.load(std::memory_order_acquire) < kQueueCapacity;
+  };
+  if (!has_room()) {
+    s->waiters.fetch_add(1);
+    s->work_done.wait(lock, has_room);
+    s->waiters.fetch_sub(1);
+  }
+  const uint64_t position = s->tail.load(std::memory_order_relaxed) + 1;
+  s->queue[(position - 1) % kQueueCapacity] = std::move(task);
+  if (on_position != nullptr) {
+    on_position(context, position);
+  }
+  s->tail.store(position, std::memory_order_release);
+  const bool wake = s->worker_sleeping;
+  lock.unlock();
+  if (wake) {
+    s->work_ready.notify_one();
+  }
+  return position;
+}
+
+uint64_t stream_tail(const Stream* stream) {
+  return stream->tail.load(std::memory_order_acquire);
+}
+
+bool reached(const Stream* stream, uint64_t position) {
+  return stream->done.load(std::memory_order_acquire) >= position;
+}
+
+void wait_for(Stream* s, uint64_t position) {
+  const auto done = [&] { return reached(s, position); };
+  if (spin_until(done, kHostSpin)) {
+    return;
+  }
+  std::unique_lock<std::mutex> lock(s->mutex);
+  s->waiters.fetch_add(1);
+  s->work_done.wait(lock, done);
+  s->waiters.fetch_sub(1);
+}
+
+void retain(Stream* s) {
+  s->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void release(Stream* s) {
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete s;
+  }
+}
+
+fooError_t take_error(Stream* s) {
+  if (!s->failed.load(std::memory_order_acquire)) {
+    return fooSuccess;
+  }
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (!s->failed.exchange(false)) {
+      return fooSuccess; // another thread took it
+    }
+    message = std::move(s->failure);
+  }
+  return runtime::fail(fooErrorLaunchFailure, "%s (device %d)", message.c_str(), s->device);
+}
+
+void wait_all_devices() {
+  for (int device = 0; device < config().device_count; ++device) {
+    for (Stream* s : retained_streams(device)) {
+      if (s != current_worker) {
+        wait_for(s, stream_tail(s));
+      }
+      release(s);
+    }
+  }
+}
+
+} // namespace torch_foo::emulated
+
+namespace torch_foo::driver {
+
+using namespace emulated;
+
+fooStream_t default_stream(int device) {
+  DeviceStreams& d = device_streams(device);
+  Stream* s = d.default_stream.load(std::memory_order_acquire);
+  if (s == nullptr) {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    s = d.default_stream.load(std::memory_order_relaxed);
+    if (s == nullptr) {
+      s = create_stream(device, kLeastPriority, true);
+      d.default_stream.store(s, std::memory_order_release);
+    }
+  }
+  return reinterpret_cast<fooStream_t>(s);
+}
+
+fooError_t stream_create(int device, int priority, fooStream_t* stream) {
+  priority = std::clamp(priority, kGreatestPriority, kLeastPriority); // as CUDA does
+  DeviceStreams& d = device_streams(device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  *stream = reinterpret_cast<fooStream_t>(create_stream(device, priority, false));
+  return fooSuccess;
+}
+
+fooError_t stream_destroy(fooStream_t handle) {
+  Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
+  }
+  if (s->is_default) {
+    return runtime::fail(fooErrorInvalidResourceHandle, "the default stream of a device cannot be destroyed");
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->magic = 0;
+    s->stopping = true;
+  }
+  s->work_ready.notify_one();
+  release(s); // the owner's reference; the worker drops its own when it exits
+  return fooSuccess;
+}
+
+fooError_t stream_query(fooStream_t handle) {
+  Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
+  }
+  if (!reached(s, stream_tail(s))) {
+    return fooErrorNotReady;
+  }
+  return take_error(s);
+}
+
+fooError_t stream_synchronize(fooStream_t handle) {
+  Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
+  }
+  if (s == current_worker) {
+    return own_stream();
+  }
+  wait_for(s, stream_tail(s));
+  return take_error(s);
+}
+
+fooError_t stream_priority(fooStream_t handle, int* priority) {
+  Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
+  }
+  *priority = s->priority;
+  return fooSuccess;
+}
+
+fooError_t stream_device(fooStream_t handle, int* device) {
+  Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
+  }
+  *device = s->device;
+  return fooSuccess;
+}
+
+fooError_t device_synchronize(int device) {
+  if (current_worker != nullptr && current_worker->device == device) {
+    return own_stream();
+  }
+  fooError_t result = fooSuccess;
+  for (Stream* s : retained_streams(device)) {
+    wait_for(s, stream_tail(s));
+    const fooError_t error = take_error(s);
+    if (result == fooSuccess) {
+      result = error;
+    }
+    release(s);
+  }
+  return result;
+}
+
+fooError_t launch_host_func(fooStream_t handle, fooHostFn_t fn, void* user_data) {
+  Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
+  }
+  Task task;
+  task.kind = Task::Kind::HostFunc;
+  task.host_fn = fn;
+  task.dst = user_data;
+  enqueue(s, std::move(task));
+  return fooSuccess;
+}
+
+} // namespace torch_foo::driver

@@ -1,0 +1,48 @@
+// How kernels are written for the emulated foo device. Not part of the driver contract:
+// a hardware port deletes this header together with csrc/runtime/emulated/ and csrc/kernels/emulated/.
+//
+// A real device runs compiled device code; the emulated device runs host functions on the worker
+// thread of the stream they were launched on. A kernel is a function with the signature of
+// fooEmuKernel. fooLaunchKernel calls it once per block of the grid (blocks of one launch run
+// in parallel on the worker's OpenMP team), with the block's coordinates and the launch's parameter
+// block, which lives until the last block returns.
+//
+// Device memory. In strict memory mode (FOO_STRICT_MEMORY=1) device pointers are not
+// host-addressable; a kernel reaches the memory behind a device pointer at ctx->address(ptr), as
+// a device's load and store units would. Any other pointer is returned unchanged. Kernels apply it
+// to every device pointer they dereference; host code never does.
+//
+// Kernels come from two places: the operator library registers the kernels compiled into it with
+// fooEmuFunctionCreate, and fooModuleLoad opens a shared library (what a code generator such as
+// Inductor builds) in which fooModuleGetFunction looks up a symbol of the fooEmuKernel type.
+// Such a library needs nothing from the runtime at link time: everything reaches it through ctx.
+#pragma once
+
+#include "runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fooEmuKernelContext {
+  fooDim3 gridDim; // as launched
+  fooDim3 blockDim;
+  fooDim3 blockIdx; // the block this call runs
+  void* sharedMem; // sharedMemBytes of scratch memory for this block (NULL if none was asked for)
+  // Where this kernel reads and writes the device memory at `devicePtr`.
+  void* (*address)(const void* devicePtr);
+  // Marks the launch as failed with `message` (copied): the stream reports fooErrorLaunchFailure
+  // at its next synchronisation, with the message in fooGetLastErrorMessage(). The kernel should
+  // return after calling it; its other blocks may still run.
+  void (*fail)(const char* message);
+} fooEmuKernelContext;
+
+typedef void (*fooEmuKernel)(const fooEmuKernelContext* ctx, const void* params);
+
+// A kernel handle for a function compiled into this program. `name` (copied) appears in errors and
+// traces. Handles live until the process exits; create each kernel's handle once.
+FOO_API fooError_t fooEmuFunctionCreate(fooFunction_t* f, const char* name, fooEmuKernel kernel);
+
+#ifdef __cplusplus
+} // extern "C"
+#endif

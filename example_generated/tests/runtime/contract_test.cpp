@@ -1,0 +1,489 @@
+// The runtime's contract (csrc/runtime/runtime.h) as a program: what csrc/core and the operator
+// library rely on, checked without PyTorch. tests/test_runtime.py builds it against the runtime
+// library the extension links and runs it. It assumes nothing about the device beyond runtime.h and
+// the four kernels of test_kernels.h, so a hardware port runs it unchanged (with its own test
+// kernels): run it first after every change to the driver. The emulation's own behaviour (strict
+// memory, its environment variables, host-function kernels) is checked by emulation_test.cpp.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "check.h"
+#include "test_kernels.h"
+
+namespace {
+
+const TestKernels& k() {
+  return *test_kernels();
+}
+
+const fooDim3 kOne{1, 1, 1};
+
+fooError_t launch_sleep(unsigned microseconds, fooStream_t stream) {
+  SleepParams p{microseconds};
+  return fooLaunchKernel(k().sleep, kOne, kOne, &p, sizeof(p), 0, stream);
+}
+
+fooError_t launch_stamp(int* counter, int* slot, fooStream_t stream) {
+  StampParams p{counter, slot};
+  return fooLaunchKernel(k().stamp, kOne, kOne, &p, sizeof(p), 0, stream);
+}
+
+template <typename T>
+std::vector<T> download(const void* device, size_t n) {
+  std::vector<T> host(n);
+  OK(fooMemcpy(host.data(), device, n * sizeof(T), fooMemcpyDeviceToHost));
+  return host;
+}
+
+// Runs first: nothing may have initialised the runtime yet.
+void test_lazy_initialisation() {
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  fooDeviceProp prop;
+  OK(fooGetDeviceProperties(&prop, 0));
+  OK(fooSetDevice(0));
+  int initialized = 1;
+  OK(fooDeviceIsInitialized(0, &initialized));
+  EXPECT(initialized == 0);
+  // A fork now makes a healthy child: nothing was initialised.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    void* p = nullptr;
+    const bool ok = fooMalloc(&p, 16) == fooSuccess && fooFree(p) == fooSuccess;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+void test_errors_and_versions() {
+  const fooError_t codes[] = {
+      fooSuccess,
+      fooErrorInvalidValue,
+      fooErrorInvalidDevice,
+      fooErrorMemoryAllocation,
+      fooErrorInvalidDevicePointer,
+      fooErrorInvalidResourceHandle,
+      fooErrorNotReady,
+      fooErrorNoDevice,
+      fooErrorLaunchFailure,
+      fooErrorNotPermitted,
+      fooErrorForkedAfterInit,
+      fooErrorNotSupported,
+      fooErrorNotFound,
+      fooErrorUnknown};
+  for (const fooError_t code : codes) {
+    EXPECT(fooGetErrorString(code) != nullptr && fooGetErrorString(code)[0] != '\0');
+  }
+  int version = 0;
+  OK(fooRuntimeGetVersion(&version));
+  EXPECT(version == FOO_RUNTIME_VERSION);
+  OK(fooDriverGetVersion(&version));
+  EXPECT(version > 0);
+  EXPECT_CODE(fooRuntimeGetVersion(nullptr), fooErrorInvalidValue);
+  // The last failure on this thread is described, and other threads keep their own.
+  EXPECT_CODE(fooSetDevice(-7), fooErrorInvalidDevice);
+  EXPECT(std::strstr(fooGetLastErrorMessage(), "-7") != nullptr);
+  std::thread([] {
+    EXPECT(std::strstr(fooGetLastErrorMessage(), "-7") == nullptr);
+    EXPECT_CODE(fooGetDeviceCount(nullptr), fooErrorInvalidValue);
+    EXPECT(fooGetLastErrorMessage()[0] != '\0');
+  }).join();
+  EXPECT(std::strstr(fooGetLastErrorMessage(), "-7") != nullptr);
+}
+
+void test_devices() {
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  EXPECT(count >= 1 && count <= FOO_MAX_DEVICES);
+  EXPECT_CODE(fooGetDeviceCount(nullptr), fooErrorInvalidValue);
+  EXPECT_CODE(fooSetDevice(count), fooErrorInvalidDevice);
+  EXPECT_CODE(fooSetDevice(-1), fooErrorInvalidDevice);
+  EXPECT_CODE(fooGetDeviceProperties(nullptr, 0), fooErrorInvalidValue);
+  fooDeviceProp prop;
+  EXPECT_CODE(fooGetDeviceProperties(&prop, count), fooErrorInvalidDevice);
+  for (int d = 0; d < count; ++d) {
+    OK(fooGetDeviceProperties(&prop, d));
+    EXPECT(prop.name[0] != '\0' && prop.totalGlobalMem > 0);
+    EXPECT(prop.multiProcessorCount >= 1 && prop.maxThreadsPerBlock >= 1);
+  }
+  int device = -1;
+  OK(fooGetDevice(&device));
+  EXPECT(device == 0);
+  int least = 1;
+  int greatest = 1;
+  OK(fooDeviceGetStreamPriorityRange(&least, &greatest));
+  EXPECT(greatest <= least);
+  std::thread([count] {
+    int other = -1;
+    OK(fooGetDevice(&other));
+    EXPECT(other == 0); // the current device is per thread, and starts at 0
+    OK(fooSetDevice(count - 1));
+  }).join();
+  OK(fooGetDevice(&device));
+  EXPECT(device == 0);
+}
+
+void test_memory() {
+  size_t free_before = 0;
+  size_t total = 0;
+  OK(fooMemGetInfo(&free_before, &total));
+  EXPECT(total > 0 && free_before <= total);
+  void* p = nullptr;
+  OK(fooMalloc(&p, 1000));
+  EXPECT(p != nullptr);
+  int initialized = 0;
+  OK(fooDeviceIsInitialized(0, &initialized));
+  EXPECT(initialized == 1);
+  void* empty = &initialized;
+  OK(fooMalloc(&empty, 0));
+  EXPECT(empty == nullptr);
+  size_t free_after = 0;
+  OK(fooMemGetInfo(&free_after, &total));
+  EXPECT(free_after < free_before);
+  fooPointerAttributes a;
+  OK(fooPointerGetAttributes(&a, static_cast<char*>(p) + 10));
+  EXPECT(a.type == fooMemoryTypeDevice && a.device == 0 && a.base == p && a.size >= 1000);
+  int host = 0;
+  OK(fooPointerGetAttributes(&a, &host));
+  EXPECT(a.type == fooMemoryTypeUnregistered && a.device == -1);
+  EXPECT_CODE(fooFree(&host), fooErrorInvalidDevicePointer);
+  EXPECT_CODE(fooFree(static_cast<char*>(p) + 64), fooErrorInvalidDevicePointer);
+  OK(fooFree(nullptr));
+  // Out of memory is an error the process survives.
+  void* big = nullptr;
+  EXPECT_CODE(fooMalloc(&big, total + 1), fooErrorMemoryAllocation);
+  EXPECT(fooGetLastErrorMessage()[0] != '\0');
+  // Copies check both sides.
+  std::vector<char> in(1000, 7);
+  std::vector<char> out(1000, 0);
+  OK(fooMemcpy(p, in.data(), 1000, fooMemcpyHostToDevice));
+  OK(fooMemcpy(out.data(), p, 1000, fooMemcpyDeviceToHost));
+  EXPECT(out == in);
+  EXPECT_CODE(fooMemcpy(out.data(), in.data(), 10, fooMemcpyDeviceToHost), fooErrorInvalidDevicePointer);
+  EXPECT_CODE(fooMemcpy(p, p, 10, fooMemcpyHostToDevice), fooErrorInvalidDevicePointer);
+  const size_t too_many = size_t{1} << 30; // more bytes than the allocation holds
+  EXPECT_CODE(fooMemcpy(p, in.data(), too_many, fooMemcpyHostToDevice), fooErrorInvalidDevicePointer);
+  EXPECT_CODE(fooMemcpy(p, in.data(), 10, static_cast<fooMemcpyKind>(9)), fooErrorInvalidValue);
+  OK(fooMemcpy(nullptr, nullptr, 0, fooMemcpyHostToDevice));
+  void* q = nullptr;
+  OK(fooMalloc(&q, 1000));
+  OK(fooMemcpy(q, p, 1000, fooMemcpyDeviceToDevice));
+  EXPECT(download<char>(q, 1000) == in);
+  OK(fooMemsetAsync(p, 3, 1000, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  const auto filled = download<char>(p, 1000);
+  EXPECT(filled[0] == 3 && filled[999] == 3);
+  EXPECT_CODE(fooMemsetAsync(&host, 0, 4, nullptr), fooErrorInvalidDevicePointer);
+  OK(fooFree(p));
+  OK(fooFree(q));
+  EXPECT_CODE(fooFree(p), fooErrorInvalidDevicePointer);
+  OK(fooMemGetInfo(&free_after, &total));
+  EXPECT(free_after == free_before);
+}
+
+void test_pinned_memory() {
+  void* pinned = nullptr;
+  OK(fooMallocHost(&pinned, 4096));
+  fooPointerAttributes a;
+  OK(fooPointerGetAttributes(&a, static_cast<char*>(pinned) + 100));
+  EXPECT(a.type == fooMemoryTypeHost && a.base == pinned && a.device == -1);
+  void* device = nullptr;
+  OK(fooMalloc(&device, 4096));
+  std::memset(pinned, 5, 4096);
+  OK(launch_sleep(100000, nullptr));
+  OK(fooMemcpyAsync(device, pinned, 4096, fooMemcpyHostToDevice, nullptr));
+  EXPECT_CODE(fooStreamQuery(nullptr), fooErrorNotReady); // pinned: enqueued behind the sleep
+  OK(fooStreamSynchronize(nullptr));
+  std::vector<char> pageable(4096, 0);
+  OK(launch_sleep(100000, nullptr));
+  OK(fooMemcpyAsync(pageable.data(), device, 4096, fooMemcpyDeviceToHost, nullptr));
+  EXPECT(pageable[4095] == 5); // pageable: done when the call returns
+  OK(fooStreamQuery(nullptr));
+  OK(fooFree(device));
+  OK(fooFreeHost(pinned));
+  EXPECT_CODE(fooFreeHost(pinned), fooErrorInvalidValue);
+}
+
+void test_streams() {
+  fooStream_t a = nullptr;
+  fooStream_t b = nullptr;
+  OK(fooStreamCreate(&a));
+  OK(fooStreamCreateWithPriority(&b, fooStreamNonBlocking, -5));
+  int least = 0;
+  int greatest = 0;
+  OK(fooDeviceGetStreamPriorityRange(&least, &greatest));
+  int priority = 0;
+  OK(fooStreamGetPriority(b, &priority));
+  EXPECT(priority == greatest); // clamped to the range
+  int device = -1;
+  OK(fooStreamGetDevice(a, &device));
+  EXPECT(device == 0);
+  EXPECT_CODE(fooStreamCreateWithPriority(&b, 0x80, 0), fooErrorInvalidValue);
+  // In order on one stream, asynchronous to the host, independent of other streams.
+  constexpr int kStamps = 50;
+  int* counter = nullptr;
+  int* slots = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&counter), sizeof(int)));
+  OK(fooMalloc(reinterpret_cast<void**>(&slots), kStamps * sizeof(int)));
+  OK(fooMemsetAsync(counter, 0, sizeof(int), a));
+  OK(launch_sleep(100000, a));
+  for (int i = 0; i < kStamps; ++i) {
+    OK(launch_stamp(counter, slots + i, a));
+  }
+  EXPECT_CODE(fooStreamQuery(a), fooErrorNotReady);
+  OK(fooStreamQuery(b));
+  OK(fooStreamSynchronize(a));
+  const auto order = download<int>(slots, kStamps);
+  for (int i = 0; i < kStamps; ++i) {
+    EXPECT(order[i] == i);
+  }
+  // A failing kernel is reported once, with its message, at the next synchronisation; later work
+  // still runs.
+  TrapParams trap{42};
+  OK(fooLaunchKernel(k().trap, kOne, kOne, &trap, sizeof(trap), 0, a));
+  OK(launch_stamp(counter, slots, a));
+  EXPECT_CODE(fooStreamSynchronize(a), fooErrorLaunchFailure);
+  EXPECT(std::strstr(fooGetLastErrorMessage(), "42") != nullptr);
+  OK(fooStreamSynchronize(a));
+  EXPECT(download<int>(slots, 1)[0] == kStamps);
+  OK(fooLaunchKernel(k().trap, kOne, kOne, &trap, sizeof(trap), 0, a));
+  EXPECT_CODE(fooDeviceSynchronize(), fooErrorLaunchFailure);
+  OK(fooDeviceSynchronize());
+  // Destroying returns at once; pending work still runs.
+  OK(launch_sleep(100000, b));
+  OK(fooStreamDestroy(b));
+  OK(fooStreamDestroy(a));
+  EXPECT_CODE(fooStreamDestroy(nullptr), fooErrorInvalidResourceHandle);
+  OK(fooDeviceSynchronize());
+  OK(fooFree(counter));
+  OK(fooFree(slots));
+}
+
+void record_order(void* data) {
+  auto* order = static_cast<std::vector<int>*>(data);
+  order->push_back(static_cast<int>(order->size()));
+}
+
+void test_launches() {
+  // Arguments are checked.
+  SleepParams sleep{0};
+  EXPECT_CODE(fooLaunchKernel(nullptr, kOne, kOne, &sleep, sizeof(sleep), 0, nullptr), fooErrorInvalidValue);
+  const fooDim3 empty{0, 1, 1};
+  EXPECT_CODE(fooLaunchKernel(k().sleep, empty, kOne, &sleep, sizeof(sleep), 0, nullptr), fooErrorInvalidValue);
+  EXPECT_CODE(fooLaunchKernel(k().sleep, kOne, empty, &sleep, sizeof(sleep), 0, nullptr), fooErrorInvalidValue);
+  EXPECT_CODE(fooLaunchKernel(k().sleep, kOne, kOne, nullptr, 4, 0, nullptr), fooErrorInvalidValue);
+  std::vector<char> huge(FOO_MAX_PARAM_BYTES + 1);
+  EXPECT_CODE(fooLaunchKernel(k().sleep, kOne, kOne, huge.data(), huge.size(), 0, 0), fooErrorInvalidValue);
+  fooDeviceProp prop;
+  OK(fooGetDeviceProperties(&prop, 0));
+  const fooDim3 too_big{static_cast<unsigned>(prop.maxThreadsPerBlock) + 1, 1, 1};
+  EXPECT_CODE(fooLaunchKernel(k().sleep, kOne, too_big, &sleep, sizeof(sleep), 0, 0), fooErrorInvalidValue);
+  const char* name = nullptr;
+  OK(fooFuncGetName(&name, k().fill));
+  EXPECT(name != nullptr && name[0] != '\0');
+  // Every block of a grid runs (a 3-D grid over an odd size), and the parameter block is copied at
+  // launch: changing it afterwards changes nothing.
+  const size_t n = 100003;
+  unsigned char* data = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&data), n));
+  OK(fooMemsetAsync(data, 0, n, nullptr));
+  OK(launch_sleep(50000, nullptr));
+  FillParams fill{data, 9, n};
+  OK(fooLaunchKernel(k().fill, fooDim3{7, 3, 2}, fooDim3{128, 1, 1}, &fill, sizeof(fill), 0, nullptr));
+  fill.value = 1;
+  OK(fooStreamSynchronize(nullptr));
+  const auto filled = download<unsigned char>(data, n);
+  size_t nines = 0;
+  for (const unsigned char c : filled) {
+    nines += c == 9;
+  }
+  EXPECT(nines == n);
+  OK(fooFree(data));
+  // Host functions run in stream order.
+  std::vector<int> order;
+  fooStream_t s = nullptr;
+  OK(fooStreamCreate(&s));
+  OK(launch_sleep(50000, s));
+  for (int i = 0; i < 10; ++i) {
+    OK(fooLaunchHostFunc(s, &record_order, &order));
+  }
+  EXPECT_CODE(fooStreamQuery(s), fooErrorNotReady);
+  EXPECT_CODE(fooLaunchHostFunc(s, nullptr, nullptr), fooErrorInvalidValue);
+  OK(fooStreamSynchronize(s));
+  EXPECT(order.size() == 10 && order[9] == 9);
+  OK(fooStreamDestroy(s));
+  // Modules: a missing file is reported, not fatal.
+  fooModule_t module = nullptr;
+  EXPECT_CODE(fooModuleLoad(&module, "/nonexistent/module.bin"), fooErrorNotFound);
+  EXPECT_CODE(fooModuleLoad(nullptr, "x"), fooErrorInvalidValue);
+}
+
+void test_events() {
+  fooStream_t producer = nullptr;
+  fooStream_t consumer = nullptr;
+  OK(fooStreamCreate(&producer));
+  OK(fooStreamCreate(&consumer));
+  fooEvent_t start = nullptr;
+  fooEvent_t end = nullptr;
+  fooEvent_t plain = nullptr;
+  OK(fooEventCreate(&start));
+  OK(fooEventCreate(&end));
+  OK(fooEventCreateWithFlags(&plain, fooEventDisableTiming));
+  EXPECT_CODE(fooEventCreateWithFlags(&plain, 0x80), fooErrorInvalidValue);
+  OK(fooEventQuery(plain)); // never recorded
+  OK(fooEventRecord(start, producer));
+  OK(launch_sleep(50000, producer));
+  OK(fooEventRecord(end, producer));
+  OK(fooEventRecord(plain, producer));
+  EXPECT_CODE(fooEventQuery(end), fooErrorNotReady);
+  float elapsed = 0;
+  EXPECT_CODE(fooEventElapsedTime(&elapsed, start, end), fooErrorNotReady);
+  // The consumer waits for the producer's event (after the first sleep), not for later work.
+  int* counter = nullptr;
+  int* slots = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&counter), sizeof(int)));
+  OK(fooMalloc(reinterpret_cast<void**>(&slots), 2 * sizeof(int)));
+  OK(fooMemsetAsync(counter, 0, sizeof(int), producer));
+  OK(fooStreamSynchronize(producer));
+  OK(launch_sleep(50000, producer));
+  OK(fooEventRecord(plain, producer));
+  OK(fooStreamWaitEvent(consumer, plain, 0));
+  OK(launch_stamp(counter, slots + 0, consumer)); // runs after the first sleep ...
+  OK(launch_sleep(200000, producer));
+  OK(launch_stamp(counter, slots + 1, producer)); // ... this one after the second
+  EXPECT_CODE(fooStreamWaitEvent(consumer, plain, 1), fooErrorInvalidValue);
+  EXPECT_CODE(fooStreamQuery(consumer), fooErrorNotReady);
+  OK(fooStreamSynchronize(consumer));
+  EXPECT_CODE(fooStreamQuery(producer), fooErrorNotReady);
+  OK(fooStreamSynchronize(producer));
+  const auto order = download<int>(slots, 2);
+  EXPECT(order[0] == 0 && order[1] == 1);
+  OK(fooEventSynchronize(end));
+  OK(fooEventElapsedTime(&elapsed, start, end));
+  EXPECT(elapsed >= 49.0f && elapsed < 60000.0f);
+  EXPECT_CODE(fooEventElapsedTime(&elapsed, start, plain), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooEventElapsedTime(nullptr, start, end), fooErrorInvalidValue);
+  // An event belongs to its device.
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  if (count > 1) {
+    OK(fooSetDevice(1));
+    fooStream_t other = nullptr;
+    OK(fooStreamCreate(&other));
+    EXPECT_CODE(fooEventRecord(start, other), fooErrorInvalidResourceHandle);
+    OK(fooStreamDestroy(other));
+    OK(fooSetDevice(0));
+  }
+  OK(fooEventDestroy(start));
+  OK(fooEventDestroy(end));
+  OK(fooEventDestroy(plain));
+  OK(fooStreamDestroy(producer));
+  OK(fooStreamDestroy(consumer));
+  OK(fooFree(counter));
+  OK(fooFree(slots));
+}
+
+// Copies between devices, and streams of several devices used from several host threads.
+void test_devices_and_threads() {
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, count, &errors] {
+      const int device = t % count;
+      if (fooSetDevice(device) != fooSuccess) {
+        ++errors;
+        return;
+      }
+      fooStream_t s = nullptr;
+      unsigned char* data = nullptr;
+      const size_t n = 1 << 16;
+      const bool created = fooStreamCreate(&s) == fooSuccess;
+      if (!created || fooMalloc(reinterpret_cast<void**>(&data), n) != fooSuccess) {
+        ++errors;
+        return;
+      }
+      for (int round = 0; round < 20; ++round) {
+        FillParams fill{data, static_cast<unsigned char>(round), n};
+        if (fooLaunchKernel(k().fill, fooDim3{4, 1, 1}, kOne, &fill, sizeof(fill), 0, s) != fooSuccess) {
+          ++errors;
+        }
+      }
+      std::vector<unsigned char> host(n);
+      const fooError_t copied = fooMemcpyAsync(host.data(), data, n, fooMemcpyDeviceToHost, s);
+      if (copied != fooSuccess || host[n - 1] != 19) {
+        ++errors;
+      }
+      fooPointerAttributes a;
+      if (fooPointerGetAttributes(&a, data) != fooSuccess || a.device != device) {
+        ++errors;
+      }
+      fooStreamDestroy(s);
+      fooFree(data);
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT(errors.load() == 0);
+  if (count > 1) {
+    void* on0 = nullptr;
+    void* on1 = nullptr;
+    OK(fooMalloc(&on0, 64));
+    OK(fooSetDevice(1));
+    OK(fooMalloc(&on1, 64));
+    OK(fooSetDevice(0));
+    OK(fooMemsetAsync(on0, 6, 64, nullptr));
+    OK(fooStreamSynchronize(nullptr));
+    OK(fooMemcpy(on1, on0, 64, fooMemcpyDeviceToDevice));
+    EXPECT(download<char>(on1, 64)[63] == 6);
+    OK(fooFree(on0));
+    OK(fooFree(on1));
+  }
+}
+
+void test_fork() {
+  int bad = 1;
+  OK(fooIsInBadFork(&bad));
+  EXPECT(bad == 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int child_bad = 0;
+    void* p = nullptr;
+    int count = 0;
+    const bool marked = fooIsInBadFork(&child_bad) == fooSuccess && child_bad == 1;
+    const bool refused = fooMalloc(&p, 16) == fooErrorForkedAfterInit;
+    const bool refused_too = fooStreamSynchronize(nullptr) == fooErrorForkedAfterInit;
+    const bool explained = std::strstr(fooGetLastErrorMessage(), "spawn") != nullptr;
+    const bool counted = fooGetDeviceCount(&count) == fooSuccess && count >= 1;
+    _exit(marked && refused && refused_too && explained && counted ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+} // namespace
+
+int main() {
+  test_lazy_initialisation();
+  test_errors_and_versions();
+  test_devices();
+  test_memory();
+  test_pinned_memory();
+  test_streams();
+  test_launches();
+  test_events();
+  test_devices_and_threads();
+  test_fork();
+  return finish("runtime contract");
+}

@@ -1,0 +1,194 @@
+// The emulated device's own behaviour, beyond the contract (contract_test.cpp): the environment
+// variables, strict memory mode, kernels as host functions (emulation.h) and modules as shared
+// libraries. tests/test_runtime.py runs it in several configurations. A hardware port deletes it.
+//
+//   emulation_test                      the checks below
+//   emulation_test --module PATH        also load PATH, a shared library with a kernel `add_one`
+//   emulation_test --touch-from-host    dereference device memory on the host (must crash in strict mode)
+//   emulation_test --touch-from-kernel  dereference it in a kernel without ctx->address (must crash too)
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "../../csrc/runtime/emulation.h"
+#include "check.h"
+
+namespace {
+
+const fooDim3 kOne{1, 1, 1};
+
+bool strict() {
+  const char* env = std::getenv("FOO_STRICT_MEMORY");
+  return env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0;
+}
+
+// Records where the kernel sees a device pointer and a host pointer.
+struct AddressParams {
+  void* device;
+  void* host;
+  void* seen_device; // host memory: the kernel writes its observations here
+};
+
+void address_kernel(const fooEmuKernelContext* ctx, const void* params) {
+  const auto* p = static_cast<const AddressParams*>(params);
+  auto* seen = static_cast<void**>(p->seen_device);
+  seen[0] = ctx->address(p->device);
+  seen[1] = ctx->address(p->host);
+}
+
+// A parameter block larger than what travels inside a queued task.
+struct BigParams {
+  int values[250];
+  int* out;
+};
+
+void sum_kernel(const fooEmuKernelContext* ctx, const void* params) {
+  const auto* p = static_cast<const BigParams*>(params);
+  int sum = 0;
+  for (const int v : p->values) {
+    sum += v;
+  }
+  *static_cast<int*>(ctx->address(p->out)) = sum;
+}
+
+// Calls that would wait for the kernel's own stream, from inside it (results go to host memory).
+struct RuntimeCallParams {
+  void* device;
+  fooError_t* results;
+};
+
+void runtime_calls_in_kernel(const fooEmuKernelContext*, const void* params) {
+  const auto* p = static_cast<const RuntimeCallParams*>(params);
+  p->results[0] = fooFree(p->device);
+  p->results[1] = fooStreamSynchronize(nullptr);
+  p->results[2] = fooDeviceSynchronize();
+}
+
+void synchronize_in_host_function(void* data) {
+  *static_cast<fooError_t*>(data) = fooStreamSynchronize(nullptr);
+}
+
+void careless_kernel(const fooEmuKernelContext*, const void* params) {
+  volatile char* p = *static_cast<char* const*>(params);
+  p[0] = 1; // no ctx->address: crashes in strict mode
+}
+
+void test_configuration() {
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  if (const char* env = std::getenv("EXPECT_DEVICE_COUNT")) {
+    EXPECT(count == std::atoi(env));
+  }
+  if (const char* env = std::getenv("EXPECT_DEVICE_MEMORY")) {
+    fooDeviceProp prop;
+    OK(fooGetDeviceProperties(&prop, 0));
+    EXPECT(prop.totalGlobalMem == std::strtoull(env, nullptr, 10));
+  }
+}
+
+void test_kernels() {
+  fooFunction_t address = nullptr;
+  OK(fooEmuFunctionCreate(&address, "address", &address_kernel));
+  EXPECT_CODE(fooEmuFunctionCreate(nullptr, "x", &address_kernel), fooErrorInvalidValue);
+  EXPECT_CODE(fooEmuFunctionCreate(&address, "x", nullptr), fooErrorInvalidValue);
+  void* device = nullptr;
+  OK(fooMalloc(&device, 64));
+  int host = 0;
+  void* seen[2] = {nullptr, nullptr};
+  AddressParams params{device, &host, seen};
+  OK(fooLaunchKernel(address, kOne, kOne, &params, sizeof(params), 0, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  EXPECT(seen[1] == &host); // host pointers are not translated
+  EXPECT(strict() ? seen[0] != device : seen[0] == device);
+
+  fooFunction_t sum = nullptr;
+  OK(fooEmuFunctionCreate(&sum, "sum", &sum_kernel));
+  BigParams big{};
+  int expected = 0;
+  for (int i = 0; i < 250; ++i) {
+    big.values[i] = i;
+    expected += i;
+  }
+  big.out = static_cast<int*>(device);
+  OK(fooLaunchKernel(sum, kOne, kOne, &big, sizeof(big), 0, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  int result = 0;
+  OK(fooMemcpy(&result, device, sizeof(int), fooMemcpyDeviceToHost));
+  EXPECT(result == expected);
+
+  // Work running on a stream must not call the runtime; where it would wait for itself, the
+  // emulation says so instead of hanging.
+  fooError_t inner = fooSuccess;
+  OK(fooLaunchHostFunc(nullptr, &synchronize_in_host_function, &inner));
+  OK(fooDeviceSynchronize());
+  EXPECT(inner == fooErrorNotPermitted);
+  fooFunction_t calls = nullptr;
+  OK(fooEmuFunctionCreate(&calls, "runtime_calls_in_kernel", &runtime_calls_in_kernel));
+  fooError_t results[3];
+  std::fill(std::begin(results), std::end(results), fooSuccess);
+  RuntimeCallParams call_params{device, results};
+  OK(fooLaunchKernel(calls, kOne, kOne, &call_params, sizeof(call_params), 0, nullptr));
+  OK(fooDeviceSynchronize());
+  EXPECT(results[0] == fooErrorNotPermitted);
+  EXPECT(results[1] == fooErrorNotPermitted);
+  EXPECT(results[2] == fooErrorNotPermitted);
+  OK(fooFree(device));
+}
+
+void test_module(const char* path) {
+  fooModule_t module = nullptr;
+  OK(fooModuleLoad(&module, path));
+  fooFunction_t add_one = nullptr;
+  OK(fooModuleGetFunction(&add_one, module, "add_one"));
+  EXPECT_CODE(fooModuleGetFunction(&add_one, module, "no_such_kernel"), fooErrorNotFound);
+  OK(fooModuleGetFunction(&add_one, module, "add_one"));
+  const char* name = nullptr;
+  OK(fooFuncGetName(&name, add_one));
+  EXPECT(std::strcmp(name, "add_one") == 0);
+  constexpr int n = 1000;
+  std::vector<int> host(n, 41);
+  int* device = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&device), n * sizeof(int)));
+  OK(fooMemcpy(device, host.data(), n * sizeof(int), fooMemcpyHostToDevice));
+  struct {
+    int* data;
+    long n;
+  } params{device, n};
+  OK(fooLaunchKernel(add_one, fooDim3{4, 1, 1}, kOne, &params, sizeof(params), 0, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  OK(fooMemcpy(host.data(), device, n * sizeof(int), fooMemcpyDeviceToHost));
+  EXPECT(host[0] == 42 && host[n - 1] == 42);
+  OK(fooModuleUnload(module));
+  const fooError_t stale = fooLaunchKernel(add_one, kOne, kOne, &params, sizeof(params), 0, nullptr);
+  EXPECT(stale == fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooModuleUnload(module), fooErrorInvalidResourceHandle);
+  OK(fooFree(device));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "--touch-from-host" || mode == "--touch-from-kernel") {
+    char* device = nullptr;
+    OK(fooMalloc(reinterpret_cast<void**>(&device), 64));
+    if (mode == "--touch-from-host") {
+      *reinterpret_cast<volatile char*>(device) = 1;
+    } else {
+      fooFunction_t careless = nullptr;
+      OK(fooEmuFunctionCreate(&careless, "careless", &careless_kernel));
+      OK(fooLaunchKernel(careless, kOne, kOne, &device, sizeof(device), 0, nullptr));
+      OK(fooStreamSynchronize(nullptr));
+    }
+    return finish("emulation (memory was touched, no crash)");
+  }
+  test_configuration();
+  test_kernels();
+  if (mode == "--module" && argc > 2) {
+    test_module(argv[2]);
+  }
+  return finish("runtime emulation");
+}

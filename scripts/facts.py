@@ -1,0 +1,76 @@
+"""The facts the template states once, read the way copier reads them, for scripts and tests.
+
+- the torch release the template is built and tested against: ``copier/torch.yml``
+  (copier.yml renders it into generated projects as ``torch_version``; the Makefile reads it too);
+- the computed values of ``copier.yml`` (``max_device_count``, the names derived from a device name).
+
+Everything else that states one of these facts either renders it from copier.yml, includes it (the
+docs include generated files with snippets), or is compared with it by ``tests/test_facts.py``.
+
+    python scripts/facts.py     print the facts
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _CopierLoader(yaml.SafeLoader):
+    """copier.yml's YAML: ``!include PATH`` reads PATH (relative to the repository) as a list of
+    its documents, as copier does."""
+
+
+def _include(loader: yaml.SafeLoader, node: yaml.Node) -> list:
+    path = ROOT / loader.construct_scalar(node)
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=_CopierLoader) if doc is not None]
+
+
+_CopierLoader.add_constructor("!include", _include)
+
+
+@functools.cache
+def copier_config() -> dict:
+    """copier.yml with its includes read, as one mapping of settings and questions."""
+    return yaml.load((ROOT / "copier.yml").read_text(), Loader=_CopierLoader)
+
+
+def torch_version() -> str:
+    """The torch release the template pins, e.g. 2.13.0."""
+    return str(copier_config()["torch"]["default"][0]["version"])
+
+
+def torch_spec() -> str:
+    """The pip requirement that installs that release."""
+    return f"torch=={torch_version()}"
+
+
+def max_device_count() -> int:
+    """How many devices the emulated runtime supports at most."""
+    return int(copier_config()["max_device_count"]["default"])
+
+
+def derived_names(backend_name: str) -> dict[str, str]:
+    """The names copier.yml computes from a device name (package_name, runtime_prefix, ...),
+    rendered from copier.yml's own expressions."""
+    import jinja2
+
+    env = jinja2.Environment()
+    names = {"backend_name": backend_name}
+    for key, spec in copier_config().items():
+        if isinstance(spec, dict) and spec.get("when") is False and spec.get("type") == "str":
+            default = spec.get("default")
+            if isinstance(default, str) and "backend_name" in default:
+                names[key] = env.from_string(default).render(backend_name=backend_name)
+    return names
+
+
+if __name__ == "__main__":
+    print(f"torch: {torch_spec()}")
+    print(f"max_device_count: {max_device_count()}")
+    for key, value in derived_names("my_accel").items():
+        print(f"{key} (for my_accel): {value}")

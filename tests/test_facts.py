@@ -1,0 +1,171 @@
+"""One source per fact. The torch pin lives in copier/torch.yml and the device limit in copier.yml
+(max_device_count): copier.yml, the Makefile and the template read them, the docs include what the
+template renders, and every copy kept by hand is compared with its source here. The generated
+README's table of environment variables is the only such table, and it lists every variable the
+generated code reads."""
+
+import os
+import re
+import shutil
+import subprocess
+
+from copier import run_copy
+
+import facts
+from conftest import ROOT
+
+# A pin such as torch==2.13.0; `TORCH_SPEC=torch==X` is an example of choosing another torch.
+PIN = re.compile(r"(?<!TORCH_SPEC=)\btorch==([0-9][\w.+-]*)")
+# Kept by hand and allowed to name other releases: history, and the files that are the source.
+NOT_CHECKED = {"CHANGELOG.md", "copier/torch.yml"}
+
+
+def hand_written_files() -> list[str]:
+    """Files of this repository that people write (tracked or new, not ignored, not the example)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    return [
+        path
+        for path in listed
+        if not path.startswith("example_generated/") and path not in NOT_CHECKED and (ROOT / path).is_file()
+    ]
+
+
+def text_of(path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        return ""
+
+
+def test_every_torch_pin_is_the_one_in_copier_torch_yml():
+    wrong = []
+    for path in hand_written_files():
+        for number, line in enumerate(text_of(ROOT / path).splitlines(), 1):
+            for version in PIN.findall(line):
+                if version != facts.torch_version():
+                    wrong.append(f"{path}:{number}: torch=={version}")
+    assert not wrong, f"copier/torch.yml pins torch=={facts.torch_version()}, but:\n" + "\n".join(wrong)
+
+
+def test_the_makefile_installs_the_pinned_torch():
+    # Neither a TORCH_SPEC of the caller nor the flags of a make that runs this test apply.
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_SPEC", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    result = subprocess.run(
+        ["make", "-s", "--no-print-directory", "torch-spec"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == facts.torch_spec()
+
+
+def test_reserved_names_come_from_the_pinned_torch():
+    listed = facts.copier_config()["reserved"]["default"][0]["torch_version"]
+    assert listed == facts.torch_version(), (
+        f"copier/reserved_names.yml was generated from torch {listed}, the pin is {facts.torch_version()}: "
+        "install the pinned torch and run make reserved-names"
+    )
+
+
+def test_a_render_pins_the_torch_of_copier_torch_yml(render):
+    project = render("npu")
+    version, minor = facts.torch_version(), ".".join(facts.torch_version().split(".")[:2])
+    readme = (project / "README.md").read_text()
+    assert f"pip install torch=={version} " in readme
+    assert f"torch {minor} " in readme
+    assert f"TORCH_SPEC: torch=={version}\n" in (project / ".github" / "workflows" / "ci.yml").read_text()
+    assert f'dependencies = ["torch>={minor}"]' in (project / "pyproject.toml").read_text()
+    pins = {pin for path in project.rglob("*") if path.is_file() for pin in PIN.findall(text_of(path))}
+    assert pins == {version}
+
+
+def test_the_message_after_copy_pins_the_same_torch(tmp_path, capsys):
+    run_copy(str(ROOT), str(tmp_path / "npu"), data={"backend_name": "npu"}, defaults=True, unsafe=True, vcs_ref="HEAD")
+    assert f"pip install {facts.torch_spec()} " in capsys.readouterr().err
+
+
+def _limit_statements(text: str) -> list[tuple[int, str]]:
+    """(limit, line) for each "0 to N" / "1 to N" range stated on a line about the device count."""
+    found = []
+    for line in text.splitlines():
+        if re.search(r"DEVICE_COUNT|device_count|devices", line):
+            found += [(int(limit), line.strip()) for limit in re.findall(r"\b[01] to (\d+)\b", line)]
+    return found
+
+
+def test_the_docs_state_the_device_limit_of_copier_yml():
+    limit = facts.max_device_count()
+    pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+    wrong = [
+        f"{page.relative_to(ROOT)}: {line}"
+        for page in pages
+        for stated, line in _limit_statements(page.read_text())
+        if stated != limit
+    ]
+    assert not wrong, f"copier.yml's max_device_count is {limit}, but:\n" + "\n".join(wrong)
+
+
+def test_the_device_limit_is_rendered_from_copier_yml(tmp_path):
+    """A template whose max_device_count is 7 renders a project in which nothing about devices says
+    16 any more: every file that needs the limit reads the computed value."""
+    template = tmp_path / "template-copy"
+    template.mkdir()
+    for name in ("copier", "template"):
+        shutil.copytree(ROOT / name, template / name)
+    config = (ROOT / "copier.yml").read_text()
+    changed = re.sub(r"(max_device_count:\n(?:  .*\n)*?  default: )\d+", r"\g<1>7", config)
+    assert changed != config, "copier.yml has no max_device_count default"
+    (template / "copier.yml").write_text(changed)
+    project = tmp_path / "npu"
+    run_copy(str(template), str(project), data={"backend_name": "npu"}, defaults=True, unsafe=True, quiet=True)
+    readme = (project / "README.md").read_text()
+    assert "0 to 7" in readme
+    old = str(facts.max_device_count())
+    stale = [
+        f"{path.relative_to(project)}: {line.strip()}"
+        for path in sorted(project.rglob("*"))
+        if path.is_file()
+        for line in text_of(path).splitlines()
+        if re.search(rf"\b{old}\b", line) and re.search("devices|device_count|device count", line, re.IGNORECASE)
+    ]
+    assert not stale, f"these lines still state the device limit {old} instead of reading max_device_count:\n" + (
+        "\n".join(stale)
+    )
+
+
+def _configuration_table(readme: str) -> str:
+    start = readme.index("--8<-- [start:configuration]")
+    return readme[start : readme.index("--8<-- [end:configuration]")]
+
+
+def test_the_readme_lists_every_environment_variable_the_backend_reads(render):
+    project = render("my_accel")
+    reads = re.compile(r"""(?:getenv|environ\.get|environ\.setdefault|environ\[)\(?\s*["'](MY_ACCEL_[A-Z0-9_]+)["']""")
+    read = {
+        variable
+        for path in project.rglob("*")
+        if path.suffix in (".py", ".cpp", ".h")
+        for variable in reads.findall(text_of(path))
+    }
+    assert {"MY_ACCEL_DEVICE_COUNT", "MY_ACCEL_STRICT_MEMORY"} <= read, "the search for variables found too little"
+    table = _configuration_table((project / "README.md").read_text())
+    listed = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", table, re.MULTILINE))
+    assert read - listed == set(), f"README.md's configuration table misses {sorted(read - listed)}"
+    assert {v for v in listed if v.startswith("MY_ACCEL_")} <= read, "the table lists variables nothing reads"
+
+
+def test_the_docs_have_no_table_of_environment_variables_of_their_own():
+    """The docs include the generated README's table (docs/getting-started.md) instead of a copy."""
+    row = re.compile(r"^\| `(?:FOO|NPU|<NAME>|MY_ACCEL)_[A-Z0-9_]+` \|", re.MULTILINE)
+    copies = [str(page.relative_to(ROOT)) for page in (ROOT / "docs").rglob("*.md") if row.search(page.read_text())]
+    assert not copies, f"tables of environment variables outside the generated README: {copies}"
+    assert '--8<-- "example_generated/README.md:configuration"' in (ROOT / "docs" / "getting-started.md").read_text()
