@@ -79,7 +79,7 @@ setup(
             name="torch_foo._C",
             sources=EXTENSION_SOURCES + KERNEL_SOURCES + RUNTIME_SOURCES,
             extra_compile_args={"cxx": config.cxx_flags()},
-            include_dirs=config.INCLUDE_DIRS,
+            include_dirs=config.INCLUDE_DIRS + config.extension_include_dirs(),
             library_dirs=config.LIBRARY_DIRS,
             libraries=config.LIBRARIES,
             extra_link_args=config.link_flags(),

@@ -35,15 +35,22 @@ BIN = Path(sysconfig.get_path("scripts"))
 # Feature choices in copier.yml and the answer that turns each one off. The defaults in copier.yml
 # turn everything on (the example shows every feature). A new optional feature adds its question
 # to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
-FEATURES_OFF: dict[str, object] = {"benchmarks": False, "ci": "none", "custom_op": False, "opinfo_tests": False}
+FEATURES_OFF: dict[str, object] = {
+    "benchmarks": False,
+    "ci": "none",
+    "custom_op": False,
+    "distributed": False,
+    "opinfo_tests": False,
+}
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code
 # and run the same tests, so one build and test run covers both (see test_inputs_digest).
-NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-config.yaml", "benchmarks")
-# Paths only the test suite reads. Two renders that differ only here share one compiled extension,
-# and each runs its own tests against it (see build_inputs_digest).
-TEST_ONLY_INPUTS = ("tests",)
+NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-config.yaml")
+# Paths only the test suite reads (tests/test_benchmark_report.py runs benchmarks/). Two renders that
+# differ only here share one compiled extension, and each runs its own tests against it (see
+# build_inputs_digest).
+TEST_ONLY_INPUTS = ("tests", "benchmarks")
 
 
 def tool(name: str) -> str:

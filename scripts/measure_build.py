@@ -1,13 +1,15 @@
 """Measure how long it takes to render, build cold, and rebuild a rendered backend.
 
-    python scripts/measure_build.py [--name foo] [--jobs 2] [VAR=VALUE ...]
+    python scripts/measure_build.py [--name foo] [--jobs 2] [--data KEY=VALUE ...] [--cold-only] [VAR=VALUE ...]
 
 Prints: render time (median of 5), cold build with N parallel jobs (both the plain extension build
 and the full `pip install --no-build-isolation -e .`), the rebuild after editing one kernel file, and
-the slowest translation units. Each build line shows wall-clock time and the CPU time of all the
-processes it ran (compilers, linker, setup.py): wall time on a shared machine depends on what else
-runs (check `uptime`), CPU time much less, so compare changes by CPU time and read wall time against
-the issue's targets. Arguments VAR=VALUE set the builds' environment, e.g. `TORCH_FOO_PCH=0`.
+the slowest translation units. `--data` gives other answers (`--data distributed=false`: what a
+feature costs); `--cold-only` stops after the cold `build_ext`. Each build line shows wall-clock time
+and the CPU time of all the processes it ran (compilers, linker, setup.py): wall time on a shared
+machine depends on what else runs (check `uptime`), CPU time much less, so compare changes by CPU
+time and read wall time against the issue's targets. Arguments VAR=VALUE set the builds'
+environment, e.g. `CCACHE_DISABLE=1` when a compiler cache is on PATH.
 """
 
 from __future__ import annotations
@@ -55,37 +57,48 @@ def compile_seconds(project_dir: Path) -> dict[str, float]:
     return times
 
 
+def incremental_and_pip(dest: Path, python: Path, build_ext: list[str], args, settings: dict[str, str]):
+    """The rebuild after editing one kernel file, then a cold and an incremental pip install."""
+    kernel = dest / "csrc" / "aten" / "Elementwise.cpp"
+    kernel.write_text(kernel.read_text() + "\n// edited\n")
+    incremental_ext = run(build_ext, dest, args.jobs, settings)
+    shutil.rmtree(dest / "build")
+    for so in dest.rglob("*.so"):
+        so.unlink()
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "-e", "."]
+    cold_pip = run(pip, dest, args.jobs, settings)
+    kernel.write_text(kernel.read_text() + "// edited again\n")
+    incremental_pip = run(pip, dest, args.jobs, settings)
+    return incremental_ext, cold_pip, incremental_pip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="foo")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE", help="another answer")
+    parser.add_argument("--cold-only", action="store_true", help="only the cold build_ext")
     parser.add_argument("settings", nargs="*", metavar="VAR=VALUE", help="environment for the builds")
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.settings)
+    answers = {"backend_name": args.name, **project.parse_data(args.data)}
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         renders = []
         for i in range(5):
-            renders.append(timed(lambda i=i: project.render(tmp / f"r{i}", {"backend_name": args.name})))
+            renders.append(timed(lambda i=i: project.render(tmp / f"r{i}", answers)))
         dest = tmp / "project"
-        project.render(dest, {"backend_name": args.name})
+        project.render(dest, answers)
         python = project.make_env(dest)
 
         build_ext = [str(python), "setup.py", "build_ext", "--inplace"]
         cold_ext = run(build_ext, dest, args.jobs, settings)
         per_tu = compile_seconds(dest)
-        kernel = dest / "csrc" / "aten" / "Elementwise.cpp"
-        kernel.write_text(kernel.read_text() + "\n// edited\n")
-        incremental_ext = run(build_ext, dest, args.jobs, settings)
-
-        shutil.rmtree(dest / "build")
-        for so in dest.rglob("*.so"):
-            so.unlink()
-        pip = [str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", "-e", "."]
-        cold_pip = run(pip, dest, args.jobs, settings)
-        kernel.write_text(kernel.read_text() + "// edited again\n")
-        incremental_pip = run(pip, dest, args.jobs, settings)
+        if args.cold_only:
+            incremental_ext = cold_pip = incremental_pip = None
+        else:
+            incremental_ext, cold_pip, incremental_pip = incremental_and_pip(dest, python, build_ext, args, settings)
 
     rows = [
         (f"cold build, setup.py build_ext --inplace, {args.jobs} jobs", cold_ext),
@@ -94,11 +107,13 @@ def main() -> None:
         ("rebuild after editing csrc/aten/Elementwise.cpp, pip install -e", incremental_pip),
     ]
     width = max(len(r[0]) for r in rows)
-    print(f"backend {args.name!r}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"answers {answers}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"  {'render (median of 5)'.ljust(width)}  {statistics.median(renders):6.1f} s")
     print(f"  {''.ljust(width)}  {'wall':>6}   {'CPU':>6}")
-    for label, (wall, cpu) in rows:
-        print(f"  {label.ljust(width)}  {wall:6.1f} s {cpu:6.1f} s")
+    for label, measured in rows:
+        if measured is not None:
+            wall, cpu = measured
+            print(f"  {label.ljust(width)}  {wall:6.1f} s {cpu:6.1f} s")
     label = "compile wall seconds summed over translation units (ninja log)"
     print(f"  {label.ljust(width)}  {sum(per_tu.values()):6.1f} s")
     print("slowest translation units (wall seconds while compiling, cold build):")

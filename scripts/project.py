@@ -31,6 +31,9 @@ EXAMPLE_DATA = {"backend_name": "foo"}
 # Files a build or test run leaves in a project; never part of a render.
 BUILD_ARTIFACTS = {".venv", "build", "__pycache__", ".pytest_cache", ".ruff_cache"}
 BUILD_SUFFIXES = (".so", ".egg-info", ".pyc")
+# A generated test suite that runs longer than this has hung (the whole suite of the example takes
+# about half of it on two cores): run_tests stops it and reports a failure.
+SUITE_TIMEOUT = int(os.environ.get("SUITE_TIMEOUT", 3000))
 
 
 def render(dest: Path, data: dict | None = None, overwrite: bool = False) -> Path:
@@ -164,7 +167,15 @@ def run_tests(project: Path, *pytest_args: str, python: Path | None = None) -> i
         python = make_env(project)
     else:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project), env.get("PYTHONPATH")) if p)
-    return subprocess.run([str(python), "-m", "pytest", "-q", *pytest_args], cwd=project, env=env).returncode
+    try:
+        return subprocess.run(
+            [str(python), "-m", "pytest", "-q", *pytest_args], cwd=project, env=env, timeout=SUITE_TIMEOUT
+        ).returncode
+    except subprocess.TimeoutExpired:
+        # A hang fails the run instead of the caller (CI): the suite's faulthandler_timeout has printed
+        # the stacks of the test that hung by then.
+        print(f"{project.name}: the test suite did not finish within {SUITE_TIMEOUT} s", file=sys.stderr)
+        return 124
 
 
 def resolve(name_or_dir: str, answers: dict | None = None) -> Path:

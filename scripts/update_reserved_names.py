@@ -40,6 +40,16 @@ def _public(names) -> set[str]:
     return {n for n in names if not n.startswith("_")}
 
 
+def c10d_backends() -> set[str]:
+    """The process-group backends torch itself knows by name (no plugin can have registered one here)."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return set()
+    builtin = {dist.Backend.GLOO, dist.Backend.NCCL, dist.Backend.UCC, dist.Backend.MPI, dist.Backend.UNDEFINED}
+    return builtin | {getattr(dist.Backend, name) for name in ("XCCL", "FAKE") if hasattr(dist.Backend, name)}
+
+
 def collect() -> dict[str, list[str]]:
     import torch
     import torch.nn.utils.rnn as rnn
@@ -69,6 +79,8 @@ def collect() -> dict[str, list[str]]:
         "python_keywords": sorted(set(keyword.kwlist) | set(keyword.softkwlist) - {"_"}),
         "cpp_keywords": sorted(set(CPP_KEYWORDS)),
         "cpp_reserved": sorted(CPP_RESERVED),
+        # The generated c10d backend is named <name>ccl unless torch has that name already (xccl).
+        "c10d_backends": sorted(c10d_backends()),
     }
 
 

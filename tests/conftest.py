@@ -69,29 +69,54 @@ class Builds:
     """Builds rendered projects and runs their test suites, each only once per set of inputs:
     renders whose compiled code and tests are identical (checks.test_inputs_digest) share one test
     run, and renders whose compiled code is identical (checks.build_inputs_digest) but whose tests
-    differ share one build, each running its own tests against it (project.reuse_build)."""
+    differ share one build, each running its own tests against it (project.reuse_build).
+
+    A generated suite's tests marked `slow` (multi-process training and fault injection of the
+    distributed feature: minutes per run) run only where a test asks for them (the checked-in
+    example); every other build runs the rest. They exercise the same C++ under every device name
+    and feature choice, and the collectives themselves are tested in every build."""
 
     def __init__(self):
         self.built: dict[str, tuple[Path, str]] = {}  # build digest -> (built project, its label)
-        self.results: dict[str, tuple[bool, str]] = {}  # test digest -> (passed, what ran)
+        # (test digest, marker expression: WHOLE, FAST or SLOW) -> (passed, what ran)
+        self.results: dict[tuple[str, str], tuple[bool, str]] = {}
 
-    def build_and_test(self, path: Path, label: str) -> tuple[bool, str]:
-        """(passed, label of the build and test run) for the project at path."""
+    def build_and_test(self, path: Path, label: str, slow_tests: bool = False) -> tuple[bool, str]:
+        """(passed, label of the build and test run) for the project at path; with slow_tests, its
+        tests marked slow run too."""
         tests = checks.test_inputs_digest(path)
-        if tests not in self.results:
+        if (tests, WHOLE) in self.results:
+            return self.results[(tests, WHOLE)]
+        if not slow_tests:
+            return self._result(path, label, tests, FAST)
+        if (tests, FAST) in self.results:  # only the slow tests are missing
+            (fast_passed, ran), (slow_passed, _) = self.results[(tests, FAST)], self._result(path, label, tests, SLOW)
+            return fast_passed and slow_passed, ran
+        return self._result(path, label, tests, WHOLE)
+
+    def _result(self, path: Path, label: str, tests: str, part: str) -> tuple[bool, str]:
+        if (tests, part) not in self.results:
+            args = ["-m", part] if part != WHOLE else []
+            ok = (0, 5) if part == SLOW else (0,)  # 5: no test selected, a project without slow tests
             build = checks.build_inputs_digest(path)
             if build in self.built:
                 built, built_label = self.built[build]
                 python = project.reuse_build(built, path)
-                self.results[tests] = (
-                    project.run_tests(path, python=python) == 0,
+                self.results[(tests, part)] = (
+                    project.run_tests(path, *args, python=python) in ok,
                     f"{label} on the build of {built_label}",
                 )
             else:
                 project.build(path, jobs=2)
                 self.built[build] = (path, label)
-                self.results[tests] = (project.run_tests(path) == 0, label)
-        return self.results[tests]
+                self.results[(tests, part)] = (project.run_tests(path, *args) in ok, label)
+        return self.results[(tests, part)]
+
+
+# Which tests of a generated suite run (pytest -m): all of them, all but those marked slow, those.
+WHOLE = ""
+FAST = "not slow"
+SLOW = "slow"
 
 
 @pytest.fixture(scope="session")

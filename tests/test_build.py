@@ -1,12 +1,14 @@
 """Rendered projects build against the installed torch and pass their own test suites.
 
-The checked-in example is built exactly as committed; two other names are rendered fresh,
-one of them with an underscore and non-default answers."""
+The checked-in example is built exactly as committed and runs its whole suite; two other names are
+rendered fresh, one of them with an underscore and non-default answers, and run all but the tests
+their suite marks slow (conftest.Builds)."""
 
 import shutil
 
 import pytest
 
+import checks
 import project
 
 
@@ -15,7 +17,7 @@ import project
 def test_checked_in_example_builds_and_passes(tmp_path, builds):
     copy = tmp_path / "foo"
     shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
-    passed, _ = builds.build_and_test(copy, "example_generated")
+    passed, _ = builds.build_and_test(copy, "example_generated", slow_tests=True)
     assert passed, "the test suite of example_generated failed"
 
 
@@ -30,3 +32,38 @@ def test_checked_in_example_builds_and_passes(tmp_path, builds):
 def test_other_names_build_and_pass(render, builds, name, answers):
     passed, _ = builds.build_and_test(render(name, **answers), name)
     assert passed, f"the test suite of {name} failed"
+
+
+def test_slow_generated_tests_run_only_where_asked_and_once(monkeypatch, tmp_path):
+    """Builds: a suite's slow tests run once, in the build that asks for them, and a later request for
+    the same tests reuses what ran (the whole suite covers the fast part, and the other way round)."""
+    from conftest import FAST, SLOW, WHOLE, Builds
+
+    runs = []
+    monkeypatch.setattr(project, "build", lambda path, jobs: runs.append((path.name, "build")))
+    monkeypatch.setattr(project, "reuse_build", lambda built, path: built)
+    monkeypatch.setattr(
+        project, "run_tests", lambda path, *args, python=None: runs.append((path.name, " ".join(args))) or 0
+    )
+    monkeypatch.setattr(checks, "test_inputs_digest", lambda path: path.name[0])  # a, a2: same tests
+    monkeypatch.setattr(checks, "build_inputs_digest", lambda path: "same build")
+    builds = Builds()
+    assert builds.build_and_test(tmp_path / "a", "a") == (True, "a")
+    assert builds.build_and_test(tmp_path / "a2", "a2", slow_tests=True)[0]
+    assert builds.build_and_test(tmp_path / "b", "b", slow_tests=True)[0]
+    assert builds.build_and_test(tmp_path / "b2", "b2")[0] and builds.build_and_test(tmp_path / "b3", "b3")[0]
+    assert runs == [("a", "build"), ("a", f"-m {FAST}"), ("a2", f"-m {SLOW}"), ("b", WHOLE)]
+
+
+def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
+    """Builds other than the example pass `-m "not slow"`: the marker must be registered in every
+    generated project (an unknown marker only warns) and set on the files that take minutes alone."""
+    for name, answers, expected in (
+        ("foo", {}, {"test_compile.py", "test_opinfo.py", "test_distributed_faults.py", "test_distributed_training.py"}),
+        ("bar", {"opinfo_tests": False, "distributed": False}, {"test_compile.py"}),
+    ):
+        root = render(name, **answers)
+        ini = checks.tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+        assert any(marker.startswith("slow:") for marker in ini["markers"])
+        marked = {p.name for p in (root / "tests").glob("*.py") if "pytest.mark.slow" in p.read_text()}
+        assert marked == expected

@@ -36,6 +36,10 @@ INTEGRATION_POINTS = [
     "sparse",
     "python-package",
     "autoload",
+    "distributed",
+    "compile",
+    "profiler",
+    "memory-debugging",
     "benchmarks",
 ]
 REQUIRED = [

@@ -45,6 +45,14 @@ def test_names_are_derived_from_the_backend_name(render):
     assert "namespace torch_my_accel" in (project / "csrc" / "core" / "Device.h").read_text()
     assert "MyAccelDeviceAllocator" in (project / "csrc" / "core" / "DeviceAllocator.cpp").read_text()
     assert 'BACKEND_NAME = "my_accel"' in (project / "torch_my_accel" / "__init__.py").read_text()
+    assert 'BACKEND = "my_accelccl"' in (project / "torch_my_accel" / "distributed.py").read_text()
+
+
+def test_collective_backend_name_avoids_torchs_own(render):
+    """Backend "x" would be called xccl, which is XPU's collective backend: it becomes x_ccl."""
+    project = render("x")
+    assert 'BACKEND = "x_ccl"' in (project / "torch_x" / "distributed.py").read_text()
+    assert 'kName = "x_ccl"' in (project / "csrc" / "distributed" / "Arguments.h").read_text()
 
 
 def test_answers_file_records_the_questions_only(render):
@@ -55,7 +63,8 @@ def test_answers_file_records_the_questions_only(render):
     assert answers["device_count"] == 4
     assert "_src_path" in answers
     computed_values = ("reserved", "torch", "torch_version", "torch_minor_version", "max_device_count")
-    for computed in (*computed_values, "package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix"):
+    computed_names = ("package_name", "dist_name", "cpp_namespace", "class_prefix", "macro_prefix", "ccl_name")
+    for computed in (*computed_values, *computed_names):
         assert computed not in answers
     assert "int device_count = 4;" in (project / "csrc" / "runtime" / "emulated" / "emulated.h").read_text()
 

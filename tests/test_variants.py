@@ -18,7 +18,7 @@ VARIANTS = checks.variants()
 
 
 def features(answers: dict) -> dict:
-    defaults = {"benchmarks": True, "ci": "github", "custom_op": True, "opinfo_tests": True}
+    defaults = {"benchmarks": True, "ci": "github", "custom_op": True, "distributed": True, "opinfo_tests": True}
     return {name: answers.get(name, default) for name, default in defaults.items()}
 
 
@@ -57,6 +57,15 @@ def test_variant_renders_what_it_promises(render, label):
         # Nothing else uses PyTorch's internal test machinery, so its requirements go with it.
         for gone in ("OPINFO", "test_opinfo", "torch.testing._internal", "expecttest"):
             assert not files_mentioning(root, gone), gone
+    distributed = [root / "csrc/distributed", root / "torch_foo/distributed.py", root / "examples/ddp.py"]
+    assert [path.exists() for path in distributed] == [want["distributed"]] * 3
+    assert (root / "tests" / "test_distributed.py").exists() == want["distributed"]
+    if want["distributed"]:
+        assert "`csrc/distributed/Backend.cpp`" in readme and "`FOO_CCL_CHECK_CALLS`" in readme
+        assert "from . import distributed" in (root / "torch_foo" / "__init__.py").read_text()
+    else:
+        for gone in ("fooccl", "csrc/distributed", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"):
+            assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
     assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
@@ -89,15 +98,19 @@ def test_shared_builds_are_decided_by_content(tmp_path):
         return checks.build_inputs_digest(root), checks.test_inputs_digest(root)
 
     everything = digests("everything")
-    assert digests("no-extras", benchmarks=False, ci="none") == everything
+    assert digests("no-ci", ci="none") == everything
+    no_benchmarks = digests("no-benchmarks", benchmarks=False)
+    assert no_benchmarks[0] == everything[0] and no_benchmarks[1] != everything[1], "the report's test goes"
     assert digests("three-devices", device_count=3)[0] != everything[0]
     assert digests("npu", backend_name="npu")[0] != everything[0]
     no_opinfo = digests("no-opinfo", opinfo_tests=False)
     assert no_opinfo[0] == everything[0] and no_opinfo[1] != everything[1], "tests change, the build is reused"
     no_custom_op = digests("no-custom-op", custom_op=False)
     assert no_custom_op[0] != everything[0], "a C++ file less is another build"
+    assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
+    no_compiled_extras = digests("no-compiled-extras", custom_op=False, distributed=False)
     minimal = digests("minimal", **checks.FEATURES_OFF)
-    assert minimal[0] == no_custom_op[0] and minimal[1] != no_custom_op[1]
+    assert minimal[0] == no_compiled_extras[0] and minimal[1] != no_compiled_extras[1]
 
 
 def test_build_digest_ignores_only_dependency_lists_of_pyproject(tmp_path):

@@ -17,7 +17,7 @@ blocking copies from and to pageable memory.
 from functools import partial
 
 import torch
-from common import compare, fmt_time, print_setup, print_table
+from common import Row, measure, print_setup, print_table, quick, speed_rows, time_rows
 
 import torch_foo  # noqa: F401
 
@@ -34,22 +34,27 @@ def fresh_copy(numel: int, src: torch.Tensor, device: torch.device | None) -> to
     return torch.empty(numel, device=device).copy_(src)
 
 
-def allocation() -> list[tuple[str, str, str, str]]:
+def allocation() -> list[Row]:
+    """Copying into a fresh tensor (baseline: into a preallocated one); params: device, bytes."""
     rows = []
-    for size in SIZES:
+    for size in SIZES[:2] if quick() else SIZES:
         numel = size // 4
         src = torch.randn(numel)
         dst_cpu, dst_dev = torch.empty(numel), torch.empty(numel, device=DEVICE)
-        for name, preallocated, fresh in (
-            (f"{DEVICE}: host to device", partial(dst_dev.copy_, src), partial(fresh_copy, numel, src, DEVICE_0)),
-            ("cpu: host to host", partial(dst_cpu.copy_, src), partial(fresh_copy, numel, src, None)),
+        for device, name, preallocated, fresh in (
+            (
+                DEVICE,
+                f"{DEVICE}: host to device",
+                partial(dst_dev.copy_, src),
+                partial(fresh_copy, numel, src, DEVICE_0),
+            ),
+            ("cpu", "cpu: host to host", partial(dst_cpu.copy_, src), partial(fresh_copy, numel, src, None)),
         ):
-            before, after, ratio = compare(preallocated, fresh)
-            rows.append((f"{name}, {label(size)}", fmt_time(before), fmt_time(after), f"{1 / ratio:5.2f}"))
+            rows.append(measure(f"{name}, {label(size)}", preallocated, fresh, device=device, bytes=size))
     return rows
 
 
-def launch() -> list[tuple[str, str, str, str]]:
+def launch() -> list[Row]:
     cases = {
         "add, 4 elements": lambda x, y: x + y,
         "mul by a Python number": lambda x, y: x * 2.5,
@@ -62,13 +67,12 @@ def launch() -> list[tuple[str, str, str, str]]:
         n = 65536 if "64 Ki" in name else 4
         cx, cy = torch.randn(n), torch.randn(n)
         dx, dy = cx.to(DEVICE), cy.to(DEVICE)
-        cpu, dev, ratio = compare(partial(op, cx, cy), partial(op, dx, dy))
-        rows.append((name, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
+        rows.append(measure(name, partial(op, cx, cy), partial(op, dx, dy)))
     torch.foo.synchronize()
     return rows
 
 
-def synchronisation() -> list[tuple[str, str, str, str]]:
+def synchronisation() -> list[Row]:
     cx, cy = torch.randn(4), torch.randn(4)
     dx = cx.to(DEVICE)
     stream = torch.foo.current_stream()
@@ -105,8 +109,7 @@ def synchronisation() -> list[tuple[str, str, str, str]]:
     }
     rows = []
     for name, fn in cases.items():
-        cpu, dev, ratio = compare(partial(torch.add, cx, cy), fn)
-        rows.append((name, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
+        rows.append(measure(name, partial(torch.add, cx, cy), fn))
     return rows
 
 
@@ -115,7 +118,7 @@ def copy_and_synchronize(dst: torch.Tensor, src: torch.Tensor) -> None:
     torch.foo.synchronize()
 
 
-def pinned() -> list[tuple[str, str, str, str]]:
+def pinned() -> list[Row]:
     rows = []
     for size in (1 << 20, 16 << 20):
         numel = size // 4
@@ -133,8 +136,7 @@ def pinned() -> list[tuple[str, str, str, str]]:
                 partial(copy_and_synchronize, pinned_host, on_device),
             ),
         ):
-            sync_time, async_time, ratio = compare(blocking, asynchronous)
-            rows.append((f"{direction}, {label(size)}", fmt_time(sync_time), fmt_time(async_time), f"{1 / ratio:5.2f}"))
+            rows.append(measure(f"{direction}, {label(size)}", blocking, asynchronous))
     return rows
 
 
@@ -142,22 +144,22 @@ def main() -> None:
     print_setup(DEVICE)
     print_table(
         "Allocation plus copy against a copy into a preallocated buffer (ratio = preallocated / fresh)",
-        allocation(),
+        speed_rows(allocation()),
         ("copy", "preallocated", "fresh", "ratio"),
     )
     print_table(
         "Launch cost of small native operators (lower ratio is better; 1.00x = same as CPU)",
-        launch(),
+        time_rows(launch()),
         ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"),
     )
     print_table(
         "Synchronisation and event overheads on an idle device, against a 4-element CPU add",
-        synchronisation(),
+        time_rows(synchronisation()),
         ("operation", "cpu add", DEVICE, "ratio"),
     )
     print_table(
         "Copies with pinned memory, non_blocking then synchronize (ratio = pageable time / pinned time)",
-        pinned(),
+        speed_rows(pinned()),
         ("copy", "pageable", "pinned", "ratio"),
     )
 

@@ -3,24 +3,29 @@
     python benchmarks/bench_ops.py
 
 Dispatch: a 4-element add runs the native kernel path (type promotion, TensorIterator, launch);
-a 4-element sin runs the CPU fallback (two copies per tensor). Copies: host-to-device and
-device-to-host into preallocated buffers against a CPU-to-CPU copy of the same size; a ratio of
-1.0 means the device path moves data as fast as the CPU copy does. Sparse: sparse @ dense,
-coalesce, COO to CSR and sampled_addmm, which run on the CPU fallback.
+a 4-element sin runs the CPU fallback (two copies per tensor). Copies: host-to-device,
+device-to-host and device-to-device into preallocated buffers against a CPU-to-CPU copy of the
+same size; a ratio of 1.0 means the device path moves data as fast as the CPU copy does. Sparse:
+sparse @ dense, coalesce, COO to CSR and sampled_addmm, which run on the CPU fallback.
 """
 
 import warnings
 from functools import partial
 
 import torch
-from common import compare, fmt_time, print_setup, print_table
+from common import Row, measure, print_setup, print_table, quick, time_rows
 
 import torch_foo  # noqa: F401
 
 DEVICE = "foo"
+COPY_SIZES = (64 << 10, 1 << 20, 16 << 20, 64 << 20)
 
 
-def dispatch_costs() -> list[tuple[str, str, str, str]]:
+def size_label(size: int) -> str:
+    return f"{size >> 10} KiB" if size < (1 << 20) else f"{size >> 20} MiB"
+
+
+def dispatch_costs() -> list[Row]:
     rows = []
     cases = {
         "add, 4 elements (native)": lambda x, y: x + y,
@@ -31,33 +36,41 @@ def dispatch_costs() -> list[tuple[str, str, str, str]]:
     for name, op in cases.items():
         cx, cy = torch.randn(4), torch.randn(4)
         dx, dy = cx.to(DEVICE), cy.to(DEVICE)
-        cpu, dev, ratio = compare(partial(op, cx, cy), partial(op, dx, dy))
-        rows.append((name, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
+        rows.append(measure(name, partial(op, cx, cy), partial(op, dx, dy)))
     return rows
 
 
-def copy_bandwidth() -> list[tuple[str, str, str, str]]:
+def copy_bandwidth() -> list[Row]:
+    """Each copy direction against a CPU-to-CPU copy of the same size; params: direction, bytes."""
     rows = []
-    for size in (64 << 10, 1 << 20, 16 << 20, 64 << 20):
+    for size in COPY_SIZES[:2] if quick() else COPY_SIZES:
         numel = size // 4
         src_cpu = torch.randn(numel)
         dst_cpu = torch.empty(numel)
         dst_dev = torch.empty(numel, device=DEVICE)
         src_dev = src_cpu.to(DEVICE)
-        label = f"{size >> 10} KiB" if size < (1 << 20) else f"{size >> 20} MiB"
+        other_dev = torch.empty(numel, device=DEVICE)
         for direction, copy in (
             ("host to device", partial(dst_dev.copy_, src_cpu)),
             ("device to host", partial(dst_cpu.copy_, src_dev)),
+            ("device to device", partial(other_dev.copy_, src_dev)),
         ):
-            cpu, dev, ratio = compare(partial(dst_cpu.copy_, src_cpu), copy)
-            gib = size / 2**30
-            rows.append(
-                (f"{direction}, {label}", f"{gib / cpu:6.1f} GiB/s", f"{gib / dev:6.1f} GiB/s", f"{1 / ratio:5.2f}")
-            )
+            name = f"{direction}, {size_label(size)}"
+            rows.append(measure(name, partial(dst_cpu.copy_, src_cpu), copy, direction=direction, bytes=size))
     return rows
 
 
-def sparse_costs() -> list[tuple[str, str, str, str]]:
+def bandwidth_rows(rows: list[Row]) -> list[tuple[str, str, str, str]]:
+    def gibs(nbytes: int, seconds: float) -> str:
+        return f"{nbytes / 2**30 / seconds:6.1f} GiB/s"
+
+    return [
+        (r.name, gibs(r.params["bytes"], r.baseline), gibs(r.params["bytes"], r.candidate), f"{1 / r.ratio:5.2f}")
+        for r in rows
+    ]
+
+
+def sparse_costs() -> list[Row]:
     """Sparse operators on the device run on the CPU's sparse kernels through the fallback: the
     ratio is the price of copying every operand to the host and the result back."""
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
@@ -77,8 +90,7 @@ def sparse_costs() -> list[tuple[str, str, str, str]]:
     rows = []
     on_device = [t.to(DEVICE) for t in (coo_cpu, csr_cpu, rhs_cpu, a_cpu, b_cpu)]
     for name, op in cases.items():
-        cpu, dev, ratio = compare(partial(op, coo_cpu, csr_cpu, rhs_cpu, a_cpu, b_cpu), partial(op, *on_device))
-        rows.append((name, fmt_time(cpu), fmt_time(dev), f"{ratio:5.2f}x"))
+        rows.append(measure(name, partial(op, coo_cpu, csr_cpu, rhs_cpu, a_cpu, b_cpu), partial(op, *on_device)))
     return rows
 
 
@@ -86,17 +98,17 @@ def main() -> None:
     print_setup(DEVICE)
     print_table(
         "Per-call cost (lower ratio is better; 1.00x = same as CPU)",
-        dispatch_costs(),
+        time_rows(dispatch_costs()),
         ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"),
     )
     print_table(
         "Copy bandwidth into preallocated buffers (ratio = device speed / CPU copy speed)",
-        copy_bandwidth(),
+        bandwidth_rows(copy_bandwidth()),
         ("copy", "cpu to cpu", DEVICE, "ratio"),
     )
     print_table(
         "Sparse operators (CPU fallback with the CPU's sparse kernels; lower ratio is better)",
-        sparse_costs(),
+        time_rows(sparse_costs()),
         ("operation", "cpu", DEVICE, f"{DEVICE}/cpu"),
     )
 

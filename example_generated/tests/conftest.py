@@ -2,9 +2,12 @@
 
 import gc
 import os
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 # Strict memory mode: host code cannot read or write device memory, so integration code that
@@ -37,6 +40,81 @@ def run_python():
             script.write_text(textwrap.dedent(code))
             command = [sys.executable, str(script)]
         return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+
+    return run
+
+
+RANK_PRELUDE = """\
+import os
+import torch
+import torch.distributed as dist
+import torch_foo
+rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+"""
+
+
+@pytest.fixture
+def run_ranks(tmp_path):
+    """run_ranks(*code, world_size=2, timeout=180, check=True, **env) runs the pieces of `code` (each
+    dedented, after RANK_PRELUDE: imports, `rank` and `world_size`) in `world_size` new interpreters at once, the ranks
+    of one job on this host, with the variables torchrun sets (RANK, LOCAL_RANK, WORLD_SIZE,
+    MASTER_ADDR, a free MASTER_PORT) and `env`, in tmp_path. Returns their CompletedProcesses in rank
+    order; with check, fails unless every rank exited with 0. A rank still running after `timeout`
+    seconds fails the test and every rank is killed: a hung collective never hangs the suite."""
+    runs = iter(range(1_000_000))
+
+    def run(*code: str, world_size: int = 2, timeout: float = 180, check: bool = True, **env: str):
+        script = tmp_path / f"ranks{next(runs)}.py"
+        script.write_text(RANK_PRELUDE + "".join(textwrap.dedent(piece) for piece in code))
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        processes, logs = [], []
+        for rank in range(world_size):
+            ranks = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world_size, "LOCAL_WORLD_SIZE": world_size}
+            environment = {
+                **os.environ,
+                "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                **{name: str(value) for name, value in ranks.items()},
+                **env,
+            }
+            # Files, not pipes: a rank that prints a lot never blocks while another one is waited for.
+            out = open(tmp_path / f"{script.stem}.{rank}.out", "w+")
+            err = open(tmp_path / f"{script.stem}.{rank}.err", "w+")
+            logs.append((out, err))
+            command = [sys.executable, str(script)]
+            processes.append(
+                subprocess.Popen(command, stdout=out, stderr=err, env=environment, cwd=tmp_path, start_new_session=True)
+            )
+        deadline = time.monotonic() + timeout
+        hung = []
+        for rank, process in enumerate(processes):
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                hung.append(rank)
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)  # the rank and anything it started
+                process.wait()
+        results = []
+        for process, (out, err) in zip(processes, logs, strict=True):
+            out.seek(0)
+            err.seek(0)
+            results.append(subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read()))
+            out.close()
+            err.close()
+        report = "\n".join(
+            f"--- rank {rank} (exit {r.returncode}) stdout:\n{r.stdout}\n--- rank {rank} stderr:\n{r.stderr[-4000:]}"
+            for rank, r in enumerate(results)
+        )
+        if hung:
+            pytest.fail(f"ranks {hung} were still running after {timeout} s and were killed\n{report}")
+        if check and any(r.returncode != 0 for r in results):
+            pytest.fail(f"a rank failed\n{report}")
+        return results
 
     return run
 

@@ -5,8 +5,8 @@
   (csrc/kernels/emulated/host_math.cpp) borrows PyTorch's CPU operators;
 - nothing outside those two directories uses what exists only on the emulated device
   (emulation.h, fooEmu* functions, a kernel context's address translation) or the driver's
-  internals (driver.h, internal.h): everything above them calls runtime.h and kernels.h only, so
-  replacing the two implementations is the whole port.
+  internals (driver.h, internal.h, tracing_records.h): everything above them calls runtime.h (with
+  its tracing.h) and kernels.h only, so replacing the two implementations is the whole port.
 """
 
 import re
@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CSRC = ROOT / "csrc"
 SOURCES = sorted(p for p in CSRC.rglob("*") if p.suffix in {".cpp", ".h"})
 TORCH_INCLUDE = re.compile(r'#include [<"](ATen|c10|torch|pybind11)/')
-EMULATION_ONLY = re.compile(r'emulation\.h|emulated/|fooEmu|->address\(|driver\.h"|internal\.h"')
+EMULATION_ONLY = re.compile(r'emulation\.h|emulated/|fooEmu|->address\(|(?:driver|internal|tracing_records)\.h"')
 TORCH_FREE = ("runtime", "kernels")
 PORTED = ("runtime", "kernels")
 MATH_LIBRARY = CSRC / "kernels" / "emulated" / "host_math.cpp"
 # The interfaces of the two seams: what the code above them may include.
-PUBLIC_HEADERS = {"runtime.h", "kernels.h", "custom_ops.h"}
+PUBLIC_HEADERS = {"runtime.h", "tracing.h", "kernels.h", "custom_ops.h"}
 
 
 def code(path: Path) -> str:

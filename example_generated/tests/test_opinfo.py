@@ -28,6 +28,8 @@ from torch.testing._internal.common_utils import TestCase  # noqa: E402
 
 import torch_foo  # noqa: F401  before common_device_type, which looks for the PrivateUse1 backend
 
+pytestmark = pytest.mark.slow  # minutes per run: pytest -m "not slow" leaves this file out
+
 FULL = os.environ.get("FOO_OPINFO", "") == "full"
 FORWARD_DTYPES = None if FULL else (torch.float32, torch.int64, torch.bool, torch.bfloat16)
 GRAD_DTYPES = None if FULL else (torch.float32,)

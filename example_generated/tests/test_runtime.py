@@ -1,5 +1,5 @@
 """The driver on its own, without PyTorch: tests/runtime/contract_test.cpp (the contract of
-csrc/runtime/runtime.h, which a hardware port runs unchanged) and tests/runtime/emulation_test.cpp
+csrc/runtime/runtime.h and its tracing.h, which a hardware port runs unchanged) and tests/runtime/emulation_test.cpp
 (the emulated device's own behaviour), each linked with the runtime library the extension links
 (build_config.py says where the build put it, and with which flags)."""
 
@@ -44,7 +44,10 @@ def programs(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("runtime")
     return {
         "contract": compile_program(
-            out / "contract_test", TESTS / "contract_test.cpp", TESTS / "emulated_test_kernels.cpp"
+            out / "contract_test",
+            TESTS / "contract_test.cpp",
+            TESTS / "tracing_contract.cpp",
+            TESTS / "emulated_test_kernels.cpp",
         ),
         "emulation": compile_program(out / "emulation_test", TESTS / "emulation_test.cpp"),
         "module": compile_program(out / "add_one.so", TESTS / "add_one_module.cpp", shared=True),

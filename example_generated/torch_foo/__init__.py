@@ -10,8 +10,9 @@ makes "foo" a PyTorch device::
 It loads the C++ backend (torch_foo._C: kernels, allocator, device guard and hooks for the
 PrivateUse1 dispatch key), renames PrivateUse1 to "foo", registers this package as the
 device module ``torch.foo`` and generates ``Tensor.foo()``, ``Tensor.is_foo``,
-``Module.foo()`` and the storage and PackedSequence equivalents. Importing it again,
-or reloading it, changes nothing.
+``Module.foo()`` and the storage and PackedSequence equivalents; ``torch.compile`` support
+(``compiler.py``) registers itself when the compiler loads. Importing it again, or reloading it,
+changes nothing.
 """
 
 import atexit
@@ -60,7 +61,9 @@ from .memory import (  # noqa: E402
     mem_get_info,
     memory_allocated,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
+    memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
@@ -121,6 +124,12 @@ def _register() -> None:
 
 _register()
 
+from . import compiler  # noqa: E402
+
+compiler.install()  # torch.compile: the Dynamo interface and the Inductor backend, as they load
+
+from . import distributed  # noqa: E402,F401  registers the c10d backend "fooccl" with torch.distributed
+
 
 def _finish_device_work() -> None:
     """At interpreter exit, waits for the work still queued on the devices while everything its
@@ -167,7 +176,9 @@ __all__ = [
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
+    "memory_snapshot",
     "memory_stats",
+    "memory_summary",
     "ops",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",

@@ -4,8 +4,15 @@ foo tensors get their memory from a caching allocator, as CUDA tensors do: freed
 reserved for reuse, so ``memory_reserved`` is at least ``memory_allocated``, and ``empty_cache``
 hands the unused part back to the device. The same numbers are available through
 ``torch.accelerator.memory_*`` while foo is the accelerator.
+
+Debugging memory works as with CUDA: ``memory_summary()`` prints the allocator's statistics as a
+table; ``_record_memory_history()`` makes the allocator remember where each allocation came from
+and what it did, and ``_snapshot()`` / ``_dump_snapshot()`` save that in CUDA's snapshot format,
+which https://pytorch.org/memory_viz and ``torch.cuda._memory_viz`` read.
 """
 
+import pickle
+import sys
 from collections import OrderedDict
 from typing import Any
 
@@ -66,3 +73,106 @@ def empty_cache() -> None:
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of `device`, as the device reports them (the cache counts as used)."""
     return tuple(_C._mem_get_info(_get_device_index(device, optional=True)))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """The allocator's statistics for `device` as a table, laid out as torch.cuda.memory_summary's:
+    current, peak, total allocated and total freed, for all blocks and per pool (the large pool
+    serves requests above 1 MiB). `abbreviated` leaves out the per-pool rows."""
+    index = _get_device_index(device, optional=True)
+    stats = memory_stats(index)
+
+    def size(value: int, scale_by: int) -> str:
+        units = ("B  ", "KiB", "MiB", "GiB", "TiB")
+        unit = 0
+        while unit + 1 < len(units) and scale_by >= 768 * 1024:
+            value, scale_by, unit = value // 1024, scale_by / 1024, unit + 1
+        return f"{value:6d} {units[unit]}"
+
+    def count(value: int, scale_by: int) -> str:
+        units = (" ", "K", "M")
+        unit = 0
+        while unit + 1 < len(units) and scale_by >= 750 * 1000:
+            value, scale_by, unit = value // 1000, scale_by / 1000, unit + 1
+        return f"{value:7d} {units[unit]} "
+
+    metrics = (
+        ("allocated_bytes", "Allocated memory", size),
+        ("active_bytes", "Active memory", size),
+        ("requested_bytes", "Requested memory", size),
+        ("reserved_bytes", "Device reserved memory", size),
+        ("inactive_split_bytes", "Non-releasable memory", size),
+        ("allocation", "Allocations", count),
+        ("active", "Active allocs", count),
+        ("segment", "Device reserved segments", count),
+        ("inactive_split", "Non-releasable allocs", count),
+    )
+    pools = (
+        [("all", None)]
+        if abbreviated
+        else [("all", None), ("large_pool", "from large pool"), ("small_pool", "from small pool")]
+    )
+    rule, double_rule = "-" * 79, "=" * 79
+    lines = [
+        double_rule,
+        f" {'PyTorch foo memory summary, device ID ' + str(index):^77} ",
+        rule,
+        f"  foo OOMs: {stats['num_ooms']:<12d} | device malloc retries: {stats['num_alloc_retries']:<12d}",
+        double_rule,
+        f" {'Metric':<25} | {'Cur Usage':^10} | {'Peak Usage':^10} | {'Tot Alloc':^10} | {'Tot Freed':^10} ",
+    ]
+    for key, title, fmt in metrics:
+        lines.append(rule)
+        scales = [stats[f"{key}.all.{column}"] for column in ("current", "peak", "allocated", "freed")]
+        for pool, label in pools:
+            values = [stats[f"{key}.{pool}.{column}"] for column in ("current", "peak", "allocated", "freed")]
+            name = title if label is None else "      " + label
+            cells = " | ".join(fmt(value, scale) for value, scale in zip(values, scales, strict=True))
+            lines.append(f" {name:<25} | {cells} ")
+    lines.append(double_rule)
+    return "|" + "|\n|".join(lines) + "|\n"
+
+
+def _record_memory_history(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: Any = None,
+    clear_history: bool = False,
+) -> None:
+    """Starts (or stops, with ``enabled=None``) recording where device memory is allocated, with
+    the arguments of torch.cuda.memory._record_memory_history:
+
+    - enabled: None stops recording; "state" keeps the stack trace of each live allocation; "all"
+      also keeps a history of every allocator action (at most `max_entries` per device, newest kept).
+    - context: which stack traces to keep: None, "state" (live allocations only), "alloc" (also
+      with allocations in the history), "all" (also with frees).
+    - stacks: "python" for Python frames, "all" to add C++ frames (slower to record and to read).
+    - device: accepted for compatibility; recording covers every foo device.
+    """
+    if isinstance(enabled, bool):
+        enabled = "all" if enabled else None
+    _C._record_memory_history(enabled, context, stacks, min(max_entries, 2**62), clear_history)
+
+
+def _snapshot(device: Any = None) -> dict[str, Any]:
+    """The allocator's state in CUDA's snapshot format: "segments" (memory taken from each device,
+    with its blocks: address, size, requested_size, state and the stack trace of the allocation in
+    "frames") and "device_traces" (per device, the history _record_memory_history kept: "alloc",
+    "free_requested", "free_completed", "segment_alloc", "segment_free", "oom" entries with
+    addr, size, stream, time_us and frames). Covers every device; `device` is accepted for
+    compatibility with torch.cuda.memory._snapshot."""
+    return _C._memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Saves _snapshot() as a pickle, the file https://pytorch.org/memory_viz opens (drag and drop)."""
+    snapshot = _snapshot()
+    with open(filename, "wb") as f:
+        pickle.dump(snapshot, f)
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """The segments of _snapshot(), as torch.cuda.memory_snapshot returns them."""
+    return _snapshot()["segments"]

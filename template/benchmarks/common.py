@@ -1,15 +1,74 @@
 """Side-by-side timing helpers: the machines these run on are noisy, so every figure is a ratio
-of two measurements interleaved in the same run, never an absolute threshold."""
+of two measurements interleaved in the same run, never an absolute threshold.
+
+Every benchmark function returns Rows (numbers); the scripts print them as tables and
+benchmarks/report.py plots them. set_quick() makes every measurement short (a smoke test of the
+scripts and the report, not numbers to read)."""
 
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
+# How long measurements run: compare()'s rounds and each timing's minimum duration.
+SETTINGS = {"rounds": 9, "min_seconds": 0.02, "quick": False}
 
-def time_per_call(fn: Callable[[], object], min_seconds: float = 0.02) -> float:
+
+def set_quick() -> None:
+    SETTINGS.update(rounds=2, min_seconds=0.002, quick=True)
+
+
+def quick() -> bool:
+    return bool(SETTINGS["quick"])
+
+
+@dataclass
+class Row:
+    """One measurement: seconds per call of the baseline (usually the CPU) and of the candidate (the
+    device), and the median of their per-round ratios (candidate / baseline)."""
+
+    name: str
+    baseline: float
+    candidate: float
+    ratio: float
+    params: dict = field(default_factory=dict)  # what varies between rows, for plots (size, direction, ...)
+
+
+@dataclass
+class Section:
+    """A section of benchmarks/report.py: a module joins the report by defining
+    report_sections() -> list[Section]. Its rows are shown as a table and as bars, baseline next to
+    candidate (labels name them)."""
+
+    title: str
+    text: str
+    rows: list[Row]
+    labels: tuple[str, str] = ("cpu", "device")
+
+    @property
+    def slug(self) -> str:
+        return "".join(c if c.isalnum() else "_" for c in self.title.lower())
+
+
+def measure(name: str, baseline: Callable[[], object], candidate: Callable[[], object], rounds=None, **params) -> Row:
+    return Row(name, *compare(baseline, candidate, rounds), params)
+
+
+def time_rows(rows: list[Row]) -> list[tuple[str, str, str, str]]:
+    """Rows as printed: both times and the candidate/baseline ratio (lower is better)."""
+    return [(r.name, fmt_time(r.baseline), fmt_time(r.candidate), f"{r.ratio:5.2f}x") for r in rows]
+
+
+def speed_rows(rows: list[Row]) -> list[tuple[str, str, str, str]]:
+    """Rows as printed: both times and the baseline/candidate ratio (higher is better)."""
+    return [(r.name, fmt_time(r.baseline), fmt_time(r.candidate), f"{1 / r.ratio:5.2f}") for r in rows]
+
+
+def time_per_call(fn: Callable[[], object], min_seconds: float | None = None) -> float:
     """Seconds per call of fn, timed over enough calls to last min_seconds."""
+    min_seconds = SETTINGS["min_seconds"] if min_seconds is None else min_seconds
     fn()
     calls = 1
     while True:
@@ -23,12 +82,13 @@ def time_per_call(fn: Callable[[], object], min_seconds: float = 0.02) -> float:
 
 
 def compare(
-    baseline: Callable[[], object], candidate: Callable[[], object], rounds: int = 9
+    baseline: Callable[[], object], candidate: Callable[[], object], rounds: int | None = None
 ) -> tuple[float, float, float]:
     """Median seconds per call of baseline and candidate, and the median of their per-round ratios
     (candidate / baseline). The two are timed back to back in each round, so a ratio compares
     measurements taken under the same machine load."""
     a, b = [], []
+    rounds = SETTINGS["rounds"] if rounds is None else min(rounds, SETTINGS["rounds"])
     for _ in range(rounds):
         a.append(time_per_call(baseline))
         b.append(time_per_call(candidate))
@@ -42,8 +102,8 @@ def fmt_time(seconds: float) -> str:
     return f"{seconds / 1e-9:7.0f} ns"
 
 
-def print_table(title: str, rows: list[tuple[str, str, str, str]], headers: tuple[str, str, str, str]) -> None:
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(4)]
+def print_table(title: str, rows: list[tuple[str, ...]], headers: tuple[str, ...]) -> None:
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     print(f"\n{title}")
     for row in [headers, *rows]:
         print(

@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 #include <torch/library.h>
 
 #include "../core/Device.h"
@@ -143,6 +144,10 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
     TORCH_WARN("foo: ", name, " has no foo kernel and runs on the CPU fallback");
   }
   seed_cpu_generators(op, stack);
+  // Profilers see the operator, not the dozen it runs here (copies to the CPU and back, the CPU
+  // kernel): its copies are attributed to it, and profiling a model that falls back costs what it
+  // costs on the CPU instead of several times more (benchmarks/bench_profiler.py).
+  const at::DisableRecordFunctionGuard record_only_the_operator;
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
 }
 

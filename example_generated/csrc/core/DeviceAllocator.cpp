@@ -15,6 +15,7 @@
 
 #include "Device.h"
 #include "Exception.h"
+#include "MemoryHistory.h"
 #include "Stream.h"
 
 // How the cache works (the same scheme as PyTorch's CUDA caching allocator, without its tuning
@@ -32,6 +33,11 @@
 //    memory, the allocator first does the same (after waiting for blocks held back by events) and
 //    retries, then tries a segment of exactly the request, and only then raises
 //    torch.OutOfMemoryError. The process goes on working after it.
+//
+// Observability, as CUDA's: every allocation and free is reported to the PyTorch profiler
+// (c10::reportMemoryUsageToProfiler: profile_memory=True), and while memory history is recorded
+// (MemoryHistory.h) each block keeps the stack trace of its allocation and each action is appended
+// to the history; memory_segments() lists the segments and blocks for snapshots.
 //
 // Statistics follow torch.cuda.memory_stats: "allocated" counts blocks held by tensors, "active"
 // also counts freed blocks that still wait for other streams, "reserved" and "segment" count
@@ -79,6 +85,7 @@ struct Block {
   std::vector<c10::Stream> uses; // other streams that used it (tensor.record_stream)
   Block* prev = nullptr; // neighbours in the same segment
   Block* next = nullptr;
+  std::shared_ptr<c10::GatheredContext> context; // where it was allocated (while memory history records it)
 
   bool is_split() const {
     return prev != nullptr || next != nullptr;
@@ -157,7 +164,8 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return {nullptr, nullptr, &deleter, where};
     }
-    void* ptr = malloc_block(device, current_stream(device).id(), nbytes)->ptr;
+    auto context = memory_history::context_for(memory_history::Action::Alloc); // before the lock: takes the GIL
+    void* ptr = malloc_block(device, current_stream(device).id(), nbytes, std::move(context))->ptr;
     return {ptr, ptr, &deleter, where}; // the context is the pointer, as raw_allocate expects
   }
 
@@ -234,6 +242,47 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     return {free, total};
   }
 
+  // Every segment and its blocks, by device and address (memory snapshots).
+  std::vector<SegmentInfo> segments() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::set<std::pair<c10::DeviceIndex, Block*>> heads; // first block of each segment
+    const auto add_segment_of = [&](Block* block) {
+      while (block->prev != nullptr) {
+        block = block->prev;
+      }
+      heads.emplace(block->device, block);
+    };
+    for (DeviceCache& cache : caches_) {
+      for (FreeBlocks* pool : {&cache.small, &cache.large}) {
+        std::for_each(pool->begin(), pool->end(), add_segment_of);
+      }
+    }
+    for (const auto& [ptr, block] : allocated_) {
+      add_segment_of(block);
+    }
+    for (const PendingUse& use : pending_) {
+      add_segment_of(use.block);
+    }
+    std::vector<SegmentInfo> result;
+    for (const auto& [device, head] : heads) {
+      SegmentInfo segment;
+      segment.device = device;
+      segment.address = reinterpret_cast<uintptr_t>(head->ptr);
+      segment.stream = head->stream;
+      segment.small = head->small;
+      for (const Block* b = head; b != nullptr; b = b->next) {
+        const bool active = b->allocated || b->pending_uses > 0;
+        segment.blocks.push_back({b->size, b->requested, b->allocated, active, b->context});
+        segment.total_size += b->size;
+        segment.allocated_size += b->allocated ? b->size : 0;
+        segment.active_size += active ? b->size : 0;
+        segment.requested_size += active ? b->requested : 0;
+      }
+      result.push_back(std::move(segment));
+    }
+    return result;
+  }
+
   static FooDeviceAllocator& instance() {
     // Never destroyed: tensors may be freed by other libraries' static destructors at exit.
     static auto* allocator = new FooDeviceAllocator();
@@ -249,7 +298,8 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     instance().free(ptr);
   }
 
-  Block* malloc_block(c10::DeviceIndex device, c10::StreamId stream, size_t nbytes) {
+  Block* malloc_block(
+      c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, std::shared_ptr<c10::GatheredContext> context) {
     if (nbytes > (size_t{1} << 62)) {
       raise_out_of_memory(device, nbytes, 0, 0);
     }
@@ -261,6 +311,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     Block* block = take_free_block(cache, stream, size, small);
     if (block == nullptr) {
       block = new_segment(lock, device, stream, size, small, nbytes);
+      note(memory_history::Action::SegmentAlloc, block, block->size, context);
     }
     split(cache, block, size);
     block->allocated = true;
@@ -272,7 +323,34 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     add(s.active, small, 1);
     add(s.active_bytes, small, static_cast<int64_t>(block->size));
     add(s.requested_bytes, small, static_cast<int64_t>(nbytes));
+    note(memory_history::Action::Alloc, block, nbytes, context);
+    report_usage(block, static_cast<int64_t>(block->size));
+    block->context = std::move(context);
     return block;
+  }
+
+  // An action on `block` for the memory history (a no-op unless it records). Caller holds mutex_.
+  static void note(
+      memory_history::Action action,
+      const Block* block,
+      size_t size,
+      std::shared_ptr<c10::GatheredContext> context = nullptr) {
+    if (memory_history::is_recording()) {
+      memory_history::record(
+          {action, block->device, reinterpret_cast<uintptr_t>(block->ptr), size, block->stream, 0, std::move(context)});
+    }
+  }
+
+  // The profiler's memory event for `block` (profile_memory=True). Caller holds mutex_.
+  void report_usage(const Block* block, int64_t delta) {
+    const DeviceStats& s = caches_[block->device].stats;
+    const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+    c10::reportMemoryUsageToProfiler(
+        block->ptr,
+        delta,
+        static_cast<size_t>(s.allocated_bytes[aggregate].current),
+        static_cast<size_t>(s.reserved_bytes[aggregate].current),
+        c10::Device(c10::DeviceType::PrivateUse1, block->device));
   }
 
   // The smallest free block of `stream` that fits, taken out of its pool.
@@ -358,6 +436,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void free(void* ptr) {
+    auto context = memory_history::context_for(memory_history::Action::FreeRequested); // before the lock
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = allocated_.find(ptr);
     if (it == allocated_.end()) {
@@ -369,8 +448,9 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     add(s.allocation, block->small, -1);
     add(s.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
     add(s.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
+    note(memory_history::Action::FreeRequested, block, block->requested, std::move(context));
+    report_usage(block, -static_cast<int64_t>(block->size));
     block->allocated = false;
-    block->requested = 0;
     if (!block->uses.empty()) {
       record_uses(block);
     }
@@ -410,6 +490,9 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
 
   // Returns a block to its pool, merged with its free neighbours.
   void make_free(Block* block) {
+    note(memory_history::Action::FreeCompleted, block, block->requested);
+    block->requested = 0;
+    block->context.reset();
     DeviceCache& cache = caches_[block->device];
     DeviceStats& s = cache.stats;
     const bool small = block->small;
@@ -488,6 +571,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
           add(cache.stats.segment, block->small, -1);
           add(cache.stats.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
           ++cache.stats.num_device_free;
+          note(memory_history::Action::SegmentFree, block, block->size);
           segments.push_back(block);
         }
       }
@@ -526,6 +610,9 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
       const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
       (void)fooMemGetInfo(&free, &total);
     }
+    if (memory_history::is_recording()) { // an "oom" entry: the address field holds the free bytes
+      memory_history::record({memory_history::Action::Oom, device, free, nbytes, 0, 0, nullptr});
+    }
     TORCH_CHECK_WITH(
         OutOfMemoryError,
         false,
@@ -556,6 +643,10 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &FooDeviceAllocator::instance()
 
 c10::DeviceAllocator* device_allocator() {
   return &FooDeviceAllocator::instance();
+}
+
+std::vector<SegmentInfo> memory_segments() {
+  return FooDeviceAllocator::instance().segments();
 }
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t size_bytes) {

@@ -10,9 +10,37 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 namespace torch_foo {
 
 c10::DeviceAllocator* device_allocator();
+
+// The segments of device memory the allocator holds, with their blocks in address order, by
+// device and address: what memory snapshots show (torch.foo.memory._snapshot()).
+struct BlockInfo {
+  size_t size = 0;
+  size_t requested = 0; // bytes asked for (allocated blocks)
+  bool allocated = false; // held by a tensor
+  bool active = false; // allocated, or freed but still in use by another stream
+  std::shared_ptr<c10::GatheredContext> context; // where it was allocated, if memory history recorded it
+};
+
+struct SegmentInfo {
+  c10::DeviceIndex device = 0;
+  uintptr_t address = 0;
+  size_t total_size = 0;
+  size_t allocated_size = 0;
+  size_t active_size = 0;
+  size_t requested_size = 0;
+  c10::StreamId stream = 0;
+  bool small = false; // from the small pool
+  std::vector<BlockInfo> blocks;
+};
+
+std::vector<SegmentInfo> memory_segments();
 
 // Grows or shrinks a device storage to `size_bytes`, keeping its contents (resize_, set_,
 // UntypedStorage.resize_ through the hooks).

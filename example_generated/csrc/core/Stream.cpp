@@ -16,11 +16,16 @@ constexpr int kMaxDevices = FOO_MAX_DEVICES;
 constexpr int kPoolSize = 8; // streams per device and priority, handed out round-robin
 constexpr int kPriorities = 2; // level 0: priority 0 (normal), level 1: priority -1 (high)
 constexpr c10::StreamId kPoolIds = kPoolSize * kPriorities; // ids 1 .. kPoolIds
+constexpr int kDedicated = 64; // dedicated streams per device: ids kPoolIds + 1 .. kPoolIds + kDedicated
 
 struct Pool {
-  std::mutex mutex; // serialises stream creation
+  std::mutex mutex; // serialises stream creation and dedicated-stream bookkeeping
   std::array<std::atomic<fooStream_t>, kPoolIds> streams{};
   std::array<std::atomic<uint32_t>, kPriorities> next{};
+  // Dedicated streams, created on first acquire and kept (PyTorch may still name them) for reuse.
+  std::array<std::atomic<fooStream_t>, kDedicated> dedicated{};
+  std::array<int, kDedicated> dedicated_priority{};
+  std::array<bool, kDedicated> dedicated_in_use{};
 };
 
 std::array<Pool, kMaxDevices> pools;
@@ -40,7 +45,7 @@ void check_stream(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "Expected a foo stream, not ", stream);
   check_device_index(stream.device_index());
   TORCH_CHECK(
-      stream.id() >= 0 && stream.id() <= kPoolIds,
+      stream.id() >= 0 && stream.id() <= kPoolIds + kDedicated,
       "Invalid foo stream id ",
       stream.id(),
       " (streams come from torch.foo.Stream(), torch.Stream(device=...), torch.foo.current_stream())");
@@ -54,6 +59,11 @@ fooStream_t native_stream(const c10::Stream& stream) {
     return nullptr;
   }
   Pool& pool = pools[stream.device_index()];
+  if (stream.id() > kPoolIds) {
+    const fooStream_t handle = pool.dedicated[stream.id() - kPoolIds - 1].load(std::memory_order_acquire);
+    TORCH_CHECK(handle != nullptr, "foo stream ", stream.id(), " was never created");
+    return handle;
+  }
   auto& slot = pool.streams[stream.id() - 1];
   fooStream_t handle = slot.load(std::memory_order_acquire);
   if (handle != nullptr) {
@@ -101,6 +111,47 @@ c10::Stream stream_from_pool(c10::DeviceIndex device, int priority) {
   return make_stream(device, 1 + level * kPoolSize + static_cast<c10::StreamId>(slot));
 }
 
+c10::Stream acquire_dedicated_stream(c10::DeviceIndex device, int priority) {
+  check_device_index(device);
+  Pool& pool = pools[device];
+  const int wanted = level_of(priority) == 0 ? 0 : -1;
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  int free_slot = -1;
+  for (int i = 0; i < kDedicated; ++i) {
+    const bool created = pool.dedicated[i].load(std::memory_order_relaxed) != nullptr;
+    if (!pool.dedicated_in_use[i] && (!created || pool.dedicated_priority[i] == wanted)) {
+      free_slot = i;
+      if (created) {
+        break; // reuse a stream before creating one
+      }
+    }
+  }
+  TORCH_CHECK(
+      free_slot >= 0,
+      "foo: all ",
+      kDedicated,
+      " dedicated streams of device ",
+      static_cast<int>(device),
+      " are in use (each process group takes up to three)");
+  if (pool.dedicated[free_slot].load(std::memory_order_relaxed) == nullptr) {
+    const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+    fooStream_t handle = nullptr;
+    FOO_CHECK(fooStreamCreateWithPriority(&handle, fooStreamNonBlocking, wanted));
+    pool.dedicated_priority[free_slot] = wanted;
+    pool.dedicated[free_slot].store(handle, std::memory_order_release);
+  }
+  pool.dedicated_in_use[free_slot] = true;
+  return make_stream(device, kPoolIds + 1 + free_slot);
+}
+
+void release_dedicated_stream(const c10::Stream& stream) {
+  check_stream(stream);
+  TORCH_CHECK(stream.id() > kPoolIds, "release_dedicated_stream: ", stream, " is not a dedicated stream");
+  Pool& pool = pools[stream.device_index()];
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  pool.dedicated_in_use[stream.id() - kPoolIds - 1] = false;
+}
+
 c10::Stream exchange_stream(const c10::Stream& stream) {
   check_stream(stream);
   const c10::DeviceIndex device = stream.device_index();
@@ -111,6 +162,11 @@ c10::Stream exchange_stream(const c10::Stream& stream) {
 
 int stream_priority(const c10::Stream& stream) {
   check_stream(stream);
+  if (stream.id() > kPoolIds) {
+    Pool& pool = pools[stream.device_index()];
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    return pool.dedicated_priority[stream.id() - kPoolIds - 1];
+  }
   return stream.id() == 0 || (stream.id() - 1) / kPoolSize == 0 ? 0 : -1;
 }
 

@@ -4,7 +4,8 @@
 // handles. Id 0 is the default stream of the device; the other ids are a fixed pool per device and
 // priority (torch.Stream(), torch.foo.Stream(), the autograd engine and c10d all draw from it),
 // created in the runtime the first time they are used. PyTorch never destroys a stream, so a pool
-// bounds how many exist, as with CUDA. The current stream is per host thread and per device.
+// bounds how many exist, as with CUDA. Ids past the pool are dedicated streams, which one owner
+// (the c10d backend) has to itself. The current stream is per host thread and per device.
 // Runtime calls on a stream must run with its device current: NULL, the handle of every default
 // stream, means "the default stream of the current device" (c10::DeviceGuard does that).
 #pragma once
@@ -27,6 +28,13 @@ c10::Stream default_stream(c10::DeviceIndex device);
 
 // A stream from the pool of `device`; priority < 0 asks for a high-priority one.
 c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
+
+// A stream no one else is handed, for work that blocks its stream for long stretches (the
+// collectives of a process group wait there for the other ranks): the pool's streams are shared,
+// and two such users on one stream could wait for each other. Give it back with
+// release_dedicated_stream() when done; it is reused, never destroyed.
+c10::Stream acquire_dedicated_stream(c10::DeviceIndex device, int priority);
+void release_dedicated_stream(const c10::Stream& stream);
 
 // Makes `stream` the current stream of its device for this thread; returns the previous one.
 c10::Stream exchange_stream(const c10::Stream& stream);

@@ -8,17 +8,27 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "../aten/Fallback.h"
 #include "../aten/Sparse.h"
+#include "../core/CompiledKernels.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
 #include "../core/Generator.h"
+#include "../core/MemoryHistory.h"
 #include "../core/Stream.h"
+#include "../distributed/Bindings.h"
 
 namespace py = pybind11;
+
+namespace torch {
+// Lets CapturedTraceback read Python frames (libtorch_python). Its header,
+// torch/csrc/profiler/python/combined_traceback.h, includes nlohmann/json, which the wheels lack.
+void installCapturedTracebackPython();
+} // namespace torch
 
 namespace torch_foo {
 namespace {
@@ -124,6 +134,164 @@ py::dict memory_stats(c10::DeviceIndex device) {
   return d;
 }
 
+// torch.compile's kernels (torch_foo/_inductor/kernels.py): launches a loaded kernel on the current
+// stream of `device` with the generated code's arguments, packed into its parameter block.
+void launch_compiled_kernel_with(uintptr_t handle, int64_t device, const py::args& args) {
+  const CompiledKernel& kernel = compiled_kernel(handle);
+  TORCH_CHECK(
+      args.size() == param_count(kernel),
+      "compiled kernel: expected ",
+      param_count(kernel),
+      " arguments, got ",
+      args.size());
+  const c10::Device expected(c10::DeviceType::PrivateUse1, checked(device));
+  c10::SmallVector<KernelParam, 16> params(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const py::handle arg = args[i];
+    py::detail::make_caster<at::Tensor> tensor;
+    if (tensor.load(arg, false)) {
+      const at::Tensor& t = tensor;
+      TORCH_CHECK(t.device() == expected, "compiled kernel: argument ", i, " is on ", t.device(), ", not ", expected);
+      params[i].pointer = t.data_ptr();
+    } else if (PyLong_Check(arg.ptr())) {
+      params[i].integer = arg.cast<int64_t>();
+    } else if (PyFloat_Check(arg.ptr())) {
+      params[i].real = arg.cast<double>();
+    } else {
+      TORCH_CHECK(false, "compiled kernel: argument ", i, " is neither a tensor nor a number");
+    }
+  }
+  launch_compiled_kernel(kernel, expected.index(), params.data());
+}
+
+// Memory history and snapshots (torch_foo/memory.py), in CUDA's format: see MemoryHistory.h.
+std::shared_ptr<c10::GatheredContext> gather_python_frames() {
+  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/false);
+}
+
+std::shared_ptr<c10::GatheredContext> gather_python_and_cpp_frames() {
+  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/true);
+}
+
+void record_memory_history(
+    const std::optional<std::string>& enabled,
+    const std::optional<std::string>& context,
+    const std::string& stacks,
+    int64_t max_entries,
+    bool clear_history) {
+  TORCH_CHECK(
+      !enabled || *enabled == "state" || *enabled == "all",
+      "enabled must be None, 'state' or 'all', not '",
+      *enabled,
+      "'");
+  TORCH_CHECK(
+      !context || *context == "state" || *context == "alloc" || *context == "all",
+      "context must be None, 'state', 'alloc' or 'all', not '",
+      *context,
+      "'");
+  TORCH_CHECK(stacks == "python" || stacks == "all", "stacks must be 'python' or 'all', not '", stacks, "'");
+  TORCH_CHECK(max_entries >= 0, "max_entries must be non-negative, not ", max_entries);
+  using memory_history::Context;
+  Context when = Context::Never;
+  if (enabled && context) {
+    when = *context == "all" ? Context::All : *context == "alloc" ? Context::Alloc : Context::State;
+  }
+  memory_history::Recorder recorder = nullptr;
+  if (when != Context::Never) {
+    torch::installCapturedTracebackPython(); // lets CapturedTraceback read Python frames
+    recorder = &gather_python_frames;
+    if (stacks == "all") {
+      torch::unwind::unwind(); // loads the unwinder's tables now rather than at the first allocation
+      recorder = &gather_python_and_cpp_frames;
+    }
+  }
+  const bool history = enabled && *enabled == "all";
+  memory_history::configure(history, when, history ? static_cast<size_t>(max_entries) : 0, recorder, clear_history);
+}
+
+py::dict memory_snapshot() {
+  const auto segments = memory_segments();
+  const auto traces = memory_history::entries(static_cast<size_t>(device_count()));
+  // Stack traces are symbolized together at the end (frames shared between traces are made once).
+  std::vector<torch::CapturedTraceback*> tracebacks;
+  std::vector<py::dict> owners;
+  const auto add_frames = [&](const py::dict& d, const std::shared_ptr<c10::GatheredContext>& context) {
+    if (auto* traceback = dynamic_cast<torch::CapturedTraceback*>(context.get())) {
+      tracebacks.push_back(traceback);
+      owners.push_back(d);
+    } else {
+      d["frames"] = py::list();
+    }
+  };
+  py::list segment_list;
+  for (const SegmentInfo& segment : segments) {
+    py::dict d;
+    d["device"] = segment.device;
+    d["address"] = segment.address;
+    d["total_size"] = segment.total_size;
+    d["allocated_size"] = segment.allocated_size;
+    d["active_size"] = segment.active_size;
+    d["requested_size"] = segment.requested_size;
+    d["stream"] = segment.stream;
+    d["segment_type"] = segment.small ? "small" : "large";
+    d["segment_pool_id"] = py::make_tuple(0, 0);
+    d["is_expandable"] = false;
+    d["frames"] = py::list();
+    py::list blocks;
+    uintptr_t address = segment.address;
+    for (const BlockInfo& block : segment.blocks) {
+      py::dict b;
+      b["address"] = address;
+      b["size"] = block.size;
+      b["requested_size"] = block.requested;
+      b["state"] = block.allocated ? "active_allocated" : block.active ? "active_pending_free" : "inactive";
+      add_frames(b, block.context);
+      blocks.append(b);
+      address += block.size;
+    }
+    d["blocks"] = blocks;
+    segment_list.append(d);
+  }
+  static const char* const actions[] = {
+      "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom"};
+  py::list device_traces;
+  for (const auto& trace : traces) {
+    py::list entries;
+    for (const memory_history::Entry& entry : trace) {
+      py::dict e;
+      e["action"] = actions[static_cast<int>(entry.action)];
+      e[entry.action == memory_history::Action::Oom ? "device_free" : "addr"] = entry.address;
+      e["size"] = entry.size;
+      e["stream"] = entry.stream;
+      e["time_us"] = entry.time_us;
+      add_frames(e, entry.context);
+      entries.append(e);
+    }
+    device_traces.append(entries);
+  }
+  const torch::SymbolizedTracebacks symbolized = torch::symbolize(tracebacks);
+  std::vector<py::dict> frames; // each distinct frame once, shared by the lists that contain it
+  for (const auto& frame : symbolized.all_frames) {
+    py::dict f;
+    f["filename"] = frame.filename;
+    f["name"] = frame.funcname;
+    f["line"] = frame.lineno;
+    frames.push_back(std::move(f));
+  }
+  for (size_t i = 0; i < symbolized.tracebacks.size(); ++i) {
+    py::list list;
+    for (const uint64_t index : symbolized.tracebacks[i]) {
+      list.append(frames.at(index));
+    }
+    owners[i]["frames"] = list;
+  }
+  py::dict result;
+  result["segments"] = segment_list;
+  result["device_traces"] = device_traces;
+  result["allocator_settings"] = py::dict();
+  return result;
+}
+
 // torch.foo.init(): the backend's checks (PyTorch runs the hooks' init() once per process: not a
 // forked child, devices exist), then the current device's default stream, whose creation initialises
 // the runtime and the device as creating a context does on CUDA. Work already queued is not waited for.
@@ -169,6 +337,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", &ns::sleep_on_stream, py::call_guard<py::gil_scoped_release>());
   m.def("_elapsed_time", &ns::elapsed_time);
   m.def("_launch_failing_kernel", &ns::launch_failing_kernel);
+  m.def("_current_raw_stream", [](int64_t device) {
+    return reinterpret_cast<uintptr_t>(ns::native_stream(ns::current_stream(ns::checked(device))));
+  });
+  // torch.compile's kernels (torch_foo/_inductor/kernels.py).
+  m.def("_load_compiled_kernel", [](const std::string& path, const std::string& name, size_t param_count) {
+    return reinterpret_cast<uintptr_t>(ns::load_compiled_kernel(path, name, param_count));
+  });
+  m.def("_launch_compiled_kernel", &ns::launch_compiled_kernel_with);
   // Memory (torch_foo/memory.py).
   m.def("_memory_stats", [](int64_t device) { return ns::memory_stats(ns::checked(device)); });
   m.def(
@@ -178,9 +354,13 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_empty_cache", [] { ns::device_allocator()->emptyCache(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_mem_get_info", [](int64_t device) { return ns::device_allocator()->getMemoryInfo(ns::checked(device)); });
+  m.def("_record_memory_history", &ns::record_memory_history);
+  m.def("_memory_snapshot", &ns::memory_snapshot);
   // A new Python object for the device's default generator; torch_foo.random keeps one per device.
   m.def("_default_generator", [](int64_t device) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(ns::default_generator(ns::checked(device))));
   });
+  // torch.distributed backend (csrc/distributed/, torch_foo/distributed.py).
+  ns::distributed::add_bindings(m.ptr());
 }

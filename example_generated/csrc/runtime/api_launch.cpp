@@ -3,6 +3,7 @@
 // and a NULL stream is the default stream of the current device.
 #include "driver.h"
 #include "internal.h"
+#include "tracing_records.h"
 
 using namespace torch_foo;
 using namespace torch_foo::runtime;
@@ -71,6 +72,7 @@ fooError_t fooLaunchKernel(
   if (forked()) {
     return result(forked_child());
   }
+  const tracing::ApiScope trace("fooLaunchKernel");
   if (const auto err = resolve_stream(&stream); err != fooSuccess) {
     return result(err);
   }
@@ -84,6 +86,7 @@ fooError_t fooLaunchHostFunc(fooStream_t stream, fooHostFn_t fn, void* userData)
   if (forked()) {
     return result(forked_child());
   }
+  const tracing::ApiScope trace("fooLaunchHostFunc");
   if (const auto err = resolve_stream(&stream); err != fooSuccess) {
     return result(err);
   }

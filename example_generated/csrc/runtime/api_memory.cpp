@@ -3,6 +3,7 @@
 // without touching the device, and a NULL stream is the default stream of the current device.
 #include "driver.h"
 #include "internal.h"
+#include "tracing_records.h"
 
 using namespace torch_foo;
 using namespace torch_foo::runtime;
@@ -113,6 +114,7 @@ fooError_t fooMemcpy(void* dst, const void* src, size_t count, fooMemcpyKind kin
   if (dst == nullptr || src == nullptr) {
     return result(null_argument(dst == nullptr ? "dst" : "src"));
   }
+  const tracing::ApiScope trace("fooMemcpy");
   return result(driver::memcpy(dst, src, count, kind));
 }
 
@@ -132,6 +134,7 @@ fooError_t fooMemcpyAsync(void* dst, const void* src, size_t count, fooMemcpyKin
   if (dst == nullptr || src == nullptr) {
     return result(null_argument(dst == nullptr ? "dst" : "src"));
   }
+  const tracing::ApiScope trace("fooMemcpyAsync");
   return result(driver::memcpy_async(dst, src, count, kind, s));
 }
 
@@ -148,6 +151,7 @@ fooError_t fooMemsetAsync(void* devPtr, int value, size_t count, fooStream_t str
   if (devPtr == nullptr) {
     return result(null_argument("devPtr"));
   }
+  const tracing::ApiScope trace("fooMemsetAsync");
   return result(driver::memset_async(devPtr, value, count, stream));
 }
 

@@ -3,6 +3,7 @@
 // device, and default streams cannot be destroyed.
 #include "driver.h"
 #include "internal.h"
+#include "tracing_records.h"
 
 using namespace torch_foo;
 using namespace torch_foo::runtime;
@@ -138,6 +139,7 @@ fooError_t fooEventRecord(fooEvent_t event, fooStream_t stream) {
   if (const auto err = enter(&stream); err != fooSuccess) {
     return result(err);
   }
+  const tracing::ApiScope trace("fooEventRecord");
   return result(driver::event_record(event, stream));
 }
 

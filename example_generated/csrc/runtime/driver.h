@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "runtime.h"
 
@@ -74,5 +75,12 @@ fooError_t launch_kernel(
     size_t shared_bytes,
     fooStream_t stream);
 fooError_t launch_host_func(fooStream_t stream, fooHostFn_t fn, void* user_data);
+
+// Tracing (tracing.h). The entry points record the calls; the device layer records what the device
+// ran (tracing_records.h says how). timestamp() is the clock of every record, in nanoseconds: the
+// device's timer or the host clock it is synchronised with, cheap to read on the host (it stamps
+// every traced call). stream_trace_id() is the id records give a stream: unique in the process.
+uint64_t timestamp();
+fooError_t stream_trace_id(fooStream_t stream, uint32_t* id);
 
 } // namespace torch_foo::driver

@@ -24,6 +24,7 @@
 extern "C" {
 #endif
 
+// --8<-- [start:kernel-abi] (the template's docs include this block)
 typedef struct fooEmuKernelContext {
   fooDim3 gridDim; // as launched
   fooDim3 blockDim;
@@ -38,6 +39,7 @@ typedef struct fooEmuKernelContext {
 } fooEmuKernelContext;
 
 typedef void (*fooEmuKernel)(const fooEmuKernelContext* ctx, const void* params);
+// --8<-- [end:kernel-abi]
 
 // A kernel handle for a function compiled into this program. `name` (copied) appears in errors and
 // traces. Handles live until the process exits; create each kernel's handle once.

@@ -6,7 +6,7 @@
 // implement it in two layers: the entry points (api_*.cpp) keep the rules below (argument checks,
 // lazy initialisation, fork state, error reporting) and call the device layer declared in driver.h;
 // csrc/runtime/emulated/ implements that layer on the host. A hardware port implements driver.h with
-// its vendor driver and keeps the entry points; tests/runtime_test.cpp checks this contract.
+// its vendor driver and keeps the entry points; tests/runtime/contract_test.cpp checks this contract.
 //
 //  - every call returns a fooError_t; fooGetErrorString() names the code and
 //    fooGetLastErrorMessage() gives the details of the last failure on the calling thread;

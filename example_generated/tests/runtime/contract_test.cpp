@@ -3,7 +3,8 @@
 // library the extension links and runs it. It assumes nothing about the device beyond runtime.h and
 // the four kernels of test_kernels.h, so a hardware port runs it unchanged (with its own test
 // kernels): run it first after every change to the driver. The emulation's own behaviour (strict
-// memory, its environment variables, host-function kernels) is checked by emulation_test.cpp.
+// memory, its environment variables, host-function kernels) is checked by emulation_test.cpp. The
+// activity tracing of tracing.h, which the profiler reads, is checked by tracing_contract.cpp.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -474,6 +475,8 @@ void test_fork() {
 
 } // namespace
 
+void test_tracing(); // tracing_contract.cpp
+
 int main() {
   test_lazy_initialisation();
   test_errors_and_versions();
@@ -484,6 +487,7 @@ int main() {
   test_launches();
   test_events();
   test_devices_and_threads();
+  test_tracing();
   test_fork();
   return finish("runtime contract");
 }

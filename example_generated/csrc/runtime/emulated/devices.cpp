@@ -51,4 +51,10 @@ int version() {
   return FOO_RUNTIME_VERSION; // the emulation is its own driver
 }
 
+// [tracing] The host's monotonic clock: deliberately not the wall clock PyTorch's profiler uses, so
+// that the conversion a hardware device needs (its clock to the host's) is exercised here too.
+uint64_t timestamp() {
+  return static_cast<uint64_t>(now_ns());
+}
+
 } // namespace torch_foo::driver

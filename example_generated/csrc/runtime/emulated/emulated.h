@@ -15,12 +15,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../driver.h"
 #include "../emulation.h"
+#include "../tracing_records.h"
 
 namespace torch_foo::emulated {
 
@@ -59,6 +61,7 @@ constexpr size_t kInlineParams = 320; // parameter blocks up to this size travel
 struct Task {
   enum class Kind : uint8_t { Kernel, HostFunc, Copy, Fill, Record, Wait };
   Kind kind = Kind::Kernel;
+  bool traced = false; // [tracing] its tag waits beside it in the stream (it fits the padding after kind)
   int value = 0; // Fill: the byte
   void* dst = nullptr; // Copy, Fill: the destination; HostFunc: its user data
   const void* src = nullptr; // Copy: the source
@@ -96,9 +99,33 @@ class WorkerScope {
 // Resolves a handle (never null here): the stream, or null for an unknown handle.
 Stream* stream_from_handle(fooStream_t handle);
 int stream_device_of(const Stream* stream);
+// [tracing] The id tracing records give the stream.
+uint32_t stream_trace_id_of(const Stream* stream);
+// [tracing] The tag of work of `kind` enqueued on `stream` now (null while it is not traced).
+inline const tracing::Tag* trace_tag(const Stream* stream, fooActivityKind kind, const char* name, int detail = 0) {
+  return tracing::any_enabled() ? tracing::make_tag(kind, name, stream_device_of(stream), detail) : nullptr;
+}
+// [tracing] Records a host thread's wait for `stream` while it lives (nothing while it is not traced).
+class StreamWaitTrace {
+ public:
+  StreamWaitTrace(fooSynchronizationKind kind, const Stream* stream) {
+    if (tracing::any_enabled()) {
+      scope_.emplace(kind, stream_device_of(stream), stream_trace_id_of(stream));
+    }
+  }
+
+ private:
+  std::optional<tracing::SyncScope> scope_;
+};
 // Appends a task (taking ownership of what it references); the stream runs it after the earlier ones.
 // Returns its position; on_position(context, position), if given, runs before the worker can see it.
-uint64_t enqueue(Stream* stream, Task&& task, void (*on_position)(void*, uint64_t) = nullptr, void* context = nullptr);
+// A task with a `tag` (trace_tag) gets a device record when it has run.
+uint64_t enqueue(
+    Stream* stream,
+    Task&& task,
+    const tracing::Tag* tag = nullptr,
+    void (*on_position)(void*, uint64_t) = nullptr,
+    void* context = nullptr);
 // The position of the last task enqueued so far.
 uint64_t stream_tail(const Stream* stream);
 // Blocks until `stream` has finished `position` tasks.

@@ -101,7 +101,7 @@ fooError_t event_record(fooEvent_t event, fooStream_t stream) {
     retain(e);
     // The event moves to its record's position before the worker can reach the record.
     const auto on_position = [](void* move, uint64_t position) { (*static_cast<decltype(move_to)*>(move))(position); };
-    enqueue(s, std::move(task), on_position, &move_to);
+    enqueue(s, std::move(task), trace_tag(s, fooActivityKindEvent, "Event Record"), on_position, &move_to);
   } else {
     move_to(stream_tail(s)); // complete once the work so far is
   }
@@ -140,6 +140,7 @@ fooError_t event_synchronize(fooEvent_t event) {
   if (s == worker_stream()) {
     result = runtime::fail(fooErrorNotPermitted, "work running on a stream cannot wait for that stream");
   } else {
+    const StreamWaitTrace trace(fooSynchronizationEvent, s); // [tracing]
     wait_for(s, position);
     result = take_error(s);
   }

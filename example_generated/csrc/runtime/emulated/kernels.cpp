@@ -255,7 +255,7 @@ fooError_t launch_kernel(
   } else if (params_size > 0) {
     std::memcpy(task.params, params, params_size);
   }
-  enqueue(s, std::move(task));
+  enqueue(s, std::move(task), trace_tag(s, fooActivityKindKernel, f->name.c_str()));
   return fooSuccess;
 }
 

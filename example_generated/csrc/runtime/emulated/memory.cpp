@@ -262,6 +262,12 @@ fooError_t resolve_copy(void** dst, const void** src, size_t count, fooMemcpyKin
   return fooSuccess;
 }
 
+// [tracing] The device a copy works on (-1: host to host).
+int copy_device(const void* dst, const void* src, fooMemcpyKind kind) {
+  const void* device_side = kind == fooMemcpyDeviceToHost ? src : dst;
+  return kind != fooMemcpyHostToHost && is_device_address(device_side) ? arena.device_of(device_side) : -1;
+}
+
 // An asynchronous copy. Large ones are split across the worker's OpenMP threads, so that a copy on a
 // stream moves data as fast as a blocking one (a device's copy engines reach full bandwidth
 // without the host's help).
@@ -470,10 +476,15 @@ fooError_t free_host(void* ptr) {
 }
 
 fooError_t memcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
+  const int device = tracing::any_enabled() ? copy_device(dst, src, kind) : -1; // [tracing]
   if (const auto err = resolve_copy(&dst, &src, count, kind); err != fooSuccess) {
     return err;
   }
+  const uint64_t start = tracing::any_enabled() ? timestamp() : 0; // [tracing]
   std::memcpy(dst, src, count);
+  if (start != 0) { // [tracing] the copy ran on this thread, on no stream
+    tracing::record_host_copy(kind, device, 0, count, start);
+  }
   return fooSuccess;
 }
 
@@ -494,8 +505,15 @@ fooError_t memcpy_async(void* dst, const void* src, size_t count, fooMemcpyKind 
     if (s == worker_stream()) {
       return runtime::fail(fooErrorNotPermitted, "a stream's own work cannot wait for that stream");
     }
-    wait_for(s, stream_tail(s));
+    {
+      const StreamWaitTrace trace(fooSynchronizationStream, s); // [tracing]
+      wait_for(s, stream_tail(s));
+    }
+    const uint64_t start = tracing::any_enabled() ? timestamp() : 0; // [tracing]
     std::memcpy(dst, src, count);
+    if (start != 0) { // [tracing] the copy ran on this thread, in the stream's order
+      tracing::record_host_copy(kind, stream_device_of(s), stream_trace_id_of(s), count, start);
+    }
     return fooSuccess;
   }
   Task task;
@@ -503,7 +521,7 @@ fooError_t memcpy_async(void* dst, const void* src, size_t count, fooMemcpyKind 
   task.dst = dst;
   task.src = src;
   task.count = count;
-  enqueue(s, std::move(task));
+  enqueue(s, std::move(task), trace_tag(s, fooActivityKindMemcpy, tracing::copy_name(kind), kind));
   return fooSuccess;
 }
 
@@ -521,7 +539,7 @@ fooError_t memset_async(void* ptr, int value, size_t count, fooStream_t handle) 
   task.dst = arena.to_runtime(ptr);
   task.value = value;
   task.count = count;
-  enqueue(s, std::move(task));
+  enqueue(s, std::move(task), trace_tag(s, fooActivityKindMemset, "Memset"));
   return fooSuccess;
 }
 

@@ -6,6 +6,10 @@
 // never pays for a sleep and wake-up while an idle one costs nothing. Positions in a stream are task
 // counts: the worker runs task number `done + 1` in place, then publishes `done`.
 //
+// Tracing. A task enqueued with a tag (tracing_records.h: the call that enqueued it was traced) has
+// its tag in a ring beside the queue, allocated the first time the stream traces anything, so that
+// untraced tasks stay as they were; the worker stamps the task's start and end around its run.
+//
 // Lifetime. Streams are reference counted (the owner, the worker, events recorded on them and waits
 // of other streams hold references). Everything a worker touches is allocated once and never
 // destroyed, so C++ static destruction at process exit cannot pull state from under a worker that
@@ -14,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "../internal.h"
@@ -63,6 +68,7 @@ bool spin_until(const Done& done, std::chrono::microseconds budget) {
 
 struct Stream {
   uint32_t magic = kStreamMagic;
+  uint32_t id = 0; // [tracing] unique in the process
   int device = 0;
   int priority = 0;
   bool is_default = false;
@@ -78,6 +84,7 @@ struct Stream {
   std::atomic<int> waiters{0}; // threads sleeping on work_done
   std::atomic<bool> failed{false}; // a kernel failed since the last synchronisation ...
   std::string failure; // ... with this message (guarded by mutex)
+  std::unique_ptr<tracing::Tag[]> tags; // [tracing] beside each queued traced task, made on first use
 };
 
 namespace {
@@ -120,6 +127,22 @@ void run(Stream* s, Task& task, uint64_t position) {
   }
 }
 
+// [tracing] The device record of a traced task the worker ran from `start` until now.
+void trace_task(const Stream* s, const Task& task, uint64_t position, uint64_t start) {
+  auto kind = fooActivityKindKernel; // host functions and waits are never traced
+  if (task.kind == Task::Kind::Copy) {
+    kind = fooActivityKindMemcpy;
+  } else if (task.kind == Task::Kind::Fill) {
+    kind = fooActivityKindMemset;
+  } else if (task.kind == Task::Kind::Record) {
+    kind = fooActivityKindEvent;
+  }
+  const uint64_t end = kind == fooActivityKindEvent ? start : driver::timestamp();
+  const uint32_t flags = s->is_default ? fooActivityFlagDefaultStream : 0;
+  const tracing::Tag& tag = s->tags[(position - 1) % kQueueCapacity];
+  tracing::record_device(tag, kind, s->device, s->id, flags, task.count, start, end);
+}
+
 void worker_main(Stream* s) {
   runtime::set_current_device(s->device);
   current_worker = s;
@@ -138,9 +161,17 @@ void worker_main(Stream* s) {
       }
     }
     const uint64_t position = finished + 1;
-    run(s, s->queue[(position - 1) % kQueueCapacity], position);
-    s->done.store(position, std::memory_order_release);
-    if (s->waiters.load() > 0) {
+    Task& task = s->queue[(position - 1) % kQueueCapacity];
+    const uint64_t traced_from = task.traced ? driver::timestamp() : 0; // [tracing]
+    run(s, task, position);
+    if (traced_from != 0) {
+      trace_task(s, task, position, traced_from);
+    }
+    // Sequentially consistent, not just a release: a waiting thread increments `waiters`, then tests
+    // `done`; a release store may be overtaken by the load below (x86 reorders a store with a later
+    // load), the worker then sees no waiter while the waiter sees the old `done`, and sleeps forever.
+    s->done.store(position, std::memory_order_seq_cst);
+    if (s->waiters.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> lock(s->mutex);
       s->work_done.notify_all();
     }
@@ -155,7 +186,9 @@ void worker_main(Stream* s) {
 
 // Creates a stream and its worker. Caller holds the device's mutex.
 Stream* create_stream(int device, int priority, bool is_default) {
+  static std::atomic<uint32_t> next_id{1};
   auto* s = new Stream();
+  s->id = next_id.fetch_add(1, std::memory_order_relaxed);
   s->device = device;
   s->priority = priority;
   s->is_default = is_default;
@@ -206,10 +239,14 @@ int stream_device_of(const Stream* stream) {
   return stream->device;
 }
 
-uint64_t enqueue(Stream* s, Task&& task, void (*on_position)(void*, uint64_t), void* context) {
+uint32_t stream_trace_id_of(const Stream* stream) {
+  return stream->id;
+}
+
+uint64_t enqueue(Stream* s, Task&& task, const tracing::Tag* tag, void (*on_position)(void*, uint64_t), void* context) {
   std::unique_lock<std::mutex> lock(s->mutex);
   const auto has_room = [&] {
-    return s->tail.load(std::memory_order_relaxed) - s->done.load(std::memory_order_acquire) < kQueueCapacity;
+    return s->tail.load(std::memory_order_relaxed) - s->done.load(std::memory_order_seq_cst) < kQueueCapacity;
   };
   if (!has_room()) {
     s->waiters.fetch_add(1);
@@ -217,6 +254,13 @@ uint64_t enqueue(Stream* s, Task&& task, void (*on_position)(void*, uint64_t), v
     s->waiters.fetch_sub(1);
   }
   const uint64_t position = s->tail.load(std::memory_order_relaxed) + 1;
+  if (tag != nullptr) { // [tracing]
+    if (!s->tags) {
+      s->tags = std::make_unique<tracing::Tag[]>(kQueueCapacity);
+    }
+    s->tags[(position - 1) % kQueueCapacity] = *tag;
+    task.traced = true;
+  }
   s->queue[(position - 1) % kQueueCapacity] = std::move(task);
   if (on_position != nullptr) {
     on_position(context, position);
@@ -234,8 +278,10 @@ uint64_t stream_tail(const Stream* stream) {
   return stream->tail.load(std::memory_order_acquire);
 }
 
+// Sequentially consistent, as the worker's store: a waiter registers in `waiters`, then reads `done`
+// (the other half of the pattern in worker_main). On x86 this load costs what an acquire load does.
 bool reached(const Stream* stream, uint64_t position) {
-  return stream->done.load(std::memory_order_acquire) >= position;
+  return stream->done.load(std::memory_order_seq_cst) >= position;
 }
 
 void wait_for(Stream* s, uint64_t position) {
@@ -350,6 +396,7 @@ fooError_t stream_synchronize(fooStream_t handle) {
   if (s == current_worker) {
     return own_stream();
   }
+  const tracing::SyncScope trace(fooSynchronizationStream, s->device, s->id); // [tracing]
   wait_for(s, stream_tail(s));
   return take_error(s);
 }
@@ -376,6 +423,7 @@ fooError_t device_synchronize(int device) {
   if (current_worker != nullptr && current_worker->device == device) {
     return own_stream();
   }
+  const tracing::SyncScope trace(fooSynchronizationDevice, device, 0); // [tracing]
   fooError_t result = fooSuccess;
   for (Stream* s : retained_streams(device)) {
     wait_for(s, stream_tail(s));
@@ -398,6 +446,15 @@ fooError_t launch_host_func(fooStream_t handle, fooHostFn_t fn, void* user_data)
   task.host_fn = fn;
   task.dst = user_data;
   enqueue(s, std::move(task));
+  return fooSuccess;
+}
+
+fooError_t stream_trace_id(fooStream_t handle, uint32_t* id) {
+  Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
+  }
+  *id = s->id;
   return fooSuccess;
 }
 

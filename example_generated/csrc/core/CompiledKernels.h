@@ -1,0 +1,45 @@
+// Compiled kernels: how code generated at run time (torch.compile's Inductor kernels) reaches the device.
+//
+// torch_foo/_inductor compiles each fused kernel into a code object (on the emulated device, a shared
+// library whose entry point has the kernel type of csrc/runtime/emulation.h) whose parameter block
+// holds one 8-byte KernelParam per kernel argument. This file loads it through the runtime's module
+// API once (fooModuleLoad, fooModuleGetFunction) and launches it on every call with
+// fooLaunchKernel: on the current stream of the tensors' device, after the work queued before it,
+// asynchronously to the host, exactly as the eager kernels run. It uses runtime.h only, so it stays
+// as it is on hardware, where the driver loads the code objects a device's code generator writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <c10/core/Device.h>
+
+namespace torch_foo {
+
+// One slot of a kernel's parameter block: a device pointer (as PyTorch stores it in the tensor), an
+// integer (sizes, strides) or a floating-point scalar, by the kernel's signature.
+union KernelParam {
+  const void* pointer;
+  int64_t integer;
+  double real;
+};
+static_assert(sizeof(KernelParam) == 8, "generated kernels read 8-byte parameter slots");
+
+struct CompiledKernel; // a kernel in a loaded code object
+
+// Loads the code object at `path` (once per path; code objects stay loaded for the life of the process,
+// like Inductor's own) and returns its kernel `name`, which takes `param_count` parameters.
+// Raises if the file or the kernel cannot be loaded.
+const CompiledKernel* load_compiled_kernel(const std::string& path, const std::string& name, size_t param_count);
+
+// The kernel behind a handle that load_compiled_kernel returned; raises for any other value.
+const CompiledKernel& compiled_kernel(uintptr_t handle);
+size_t param_count(const CompiledKernel& kernel);
+
+// Launches `kernel` on the current stream of `device` with `params` (param_count of them, copied
+// before this returns); returns at once. A failure inside the kernel is reported at the next
+// synchronisation with the stream, as for every kernel.
+void launch_compiled_kernel(const CompiledKernel& kernel, c10::DeviceIndex device, const KernelParam* params);
+
+} // namespace torch_foo

@@ -1,0 +1,52 @@
+"""TorchInductor for foo devices: the code generation torch.compile uses for graphs on the device.
+
+Inductor looks up three things by device type, all registered by ``register()``:
+
+- a scheduling, which generates kernels (scheduling.py: Inductor's C++ scheduling, each kernel with
+  a device entry point);
+- wrapper code generators, which write the Python that allocates buffers and launches kernels
+  (wrapper.py; the C++ and FX wrappers raise a clear error);
+- device op overrides, the device calls written into wrappers (wrapper.py).
+
+At run time, generated code compiles and launches its kernels through kernels.py. torch 2.13 can
+also find a backend through attributes of the device module, but that path needs four attributes,
+ignores a missing one silently, never registers op overrides and is cached on first use: this
+registers explicitly, before Inductor first looks (compiler.py).
+"""
+
+_DEVICE_TYPE = "foo"
+
+
+def register() -> None:
+    from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
+
+    from .scheduling import FooScheduling
+    from .wrapper import CPP_WRAPPER, FX_WRAPPER, FooDeviceOpOverrides, FooWrapperCodegen
+
+    register_backend_for_device(
+        _DEVICE_TYPE,
+        FooScheduling,
+        FooWrapperCodegen,
+        device_cpp_wrapper_codegen=CPP_WRAPPER,
+        device_fx_wrapper_codegen=FX_WRAPPER,
+    )
+    register_device_op_overrides(_DEVICE_TYPE, FooDeviceOpOverrides())
+    _schedule_device_nodes_as_cpp()
+
+
+def _schedule_device_nodes_as_cpp() -> None:
+    """Inductor's scheduler skips loop reordering and reindexing for C++ kernels, whose loop groups
+    have another shape than Triton's, by asking ``node.is_cpu()`` (torch 2.13, scheduler.py: its only
+    use). The device's kernels come from the C++ scheduling too, so its nodes answer yes there;
+    without this, fusing a reduction with a pointwise node fails inside the scheduler."""
+    from torch._inductor.scheduler import BaseSchedulerNode
+
+    if getattr(BaseSchedulerNode.is_cpu, "_cpp_device", None) == _DEVICE_TYPE:
+        return
+
+    def is_cpu(self: BaseSchedulerNode) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", _DEVICE_TYPE)
+
+    is_cpu._cpp_device = _DEVICE_TYPE
+    BaseSchedulerNode.is_cpu = is_cpu

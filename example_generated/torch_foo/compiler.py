@@ -1,0 +1,101 @@
+"""How ``torch.compile`` finds foo devices: registrations made as the compiler loads.
+
+``torch.compile`` looks two things up by device name: the device interface TorchDynamo traces
+device code with (``_dynamo.py``) and the Inductor backend that generates and launches kernels
+(``_inductor/``). Registering them needs ``torch._dynamo`` and ``torch._inductor``, which
+``import torch`` does not load and which take about as long to import as torch itself. So
+``install()`` (called when torch_foo is imported) registers each one as soon as the torch module
+it extends has loaded: at once if it is loaded already, otherwise right after its import, before
+anything can use it. Importing torch_foo stays as fast as before.
+
+A registration that fails warns and leaves ``torch.compile`` working for other devices.
+"""
+
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+
+def _register_dynamo() -> None:
+    from . import _dynamo
+
+    _dynamo.register()
+
+
+def _register_inductor() -> None:
+    from . import _inductor
+
+    _inductor.register()
+
+
+# torch module -> the registration that needs it.
+_REGISTRATIONS: dict[str, Callable[[], None]] = {
+    # The whole package: the registration touches several of its modules, which import each other.
+    "torch._dynamo": _register_dynamo,
+    # Inductor's entry point: loading it loads the codegen modules the backend subclasses.
+    "torch._inductor.compile_fx": _register_inductor,
+}
+_pending: dict[str, Callable[[], None]] = {}
+
+
+def _run(module_name: str) -> None:
+    register = _pending.pop(module_name, None)
+    if register is None:
+        return
+    try:
+        register()
+    except Exception as error:  # noqa: BLE001  never break torch.compile for other devices
+        warnings.warn(
+            f"torch_foo: could not register with {module_name} ({error!r}); torch.compile cannot "
+            "target foo devices in this process.",
+            stacklevel=2,
+        )
+
+
+class _Loader(importlib.abc.Loader):
+    """The module's own loader, then the registration."""
+
+    def __init__(self, loader: Any, module_name: str):
+        self.loader = loader
+        self.module_name = module_name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader  # the module keeps its real loader
+        self.loader.exec_module(module)
+        _run(self.module_name)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the loader of the modules in ``_pending``."""
+
+    marker = "torch_foo"
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name not in _pending:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader, name)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Registers now what torch has loaded, and the rest when it loads. Idempotent."""
+    for module_name, register in _REGISTRATIONS.items():
+        _pending.setdefault(module_name, register)
+        if module_name in sys.modules:
+            _run(module_name)
+    if _pending and not any(getattr(finder, "marker", None) == _AfterImport.marker for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())

@@ -1,0 +1,63 @@
+"""torch.distributed on foo devices: the c10d backend ``"fooccl"``.
+
+Importing torch_foo registers it for foo tensors (and CPU tensors), so every way of
+starting a process group uses it::
+
+    torch.foo.set_device(local_rank)
+    dist.init_process_group()                         # foo tensors only (the accelerator's backend)
+    dist.init_process_group("fooccl")                   # foo and CPU tensors
+    dist.init_process_group(device_id=torch.device("foo", local_rank))  # the same, bound to a device
+    dist.init_process_group("cpu:gloo,foo:fooccl")   # CPU tensors on torch's own Gloo group
+
+DDP, FSDP2 (``fully_shard``), DTensor and ``init_device_mesh("foo", ...)`` then work on the
+device. The backend is C++ (csrc/distributed/): collectives run on streams of the device, in order
+with the work queued before them, and exchange data through Gloo, which torch ships.
+"""
+
+import datetime
+import os
+
+import torch.distributed as dist
+
+from . import _C
+
+BACKEND = "fooccl"
+DEVICES = ["foo", "cpu"]
+
+
+def _create_backend(options: "dist.distributed_c10d._DistributedBackendOptions", backend_options: object = None):
+    """torch.distributed's creator for fooccl: called on every rank of a new process group.
+
+    The backend exchanges data through three Gloo groups of its own: one for collectives, one for
+    sends and receives (which run on other streams), one for CPU tensors. Each gets its own keys in
+    the group's store. A port that replaces Gloo by a collective library creates its communicator
+    here instead.
+
+    Each collective first checks that every rank made the same call (collective, dtype, size,
+    root): ranks that disagree get an error naming the difference, where Gloo alone would exchange
+    garbage or abort the process. The check is one small exchange per collective;
+    FOO_CCL_CHECK_CALLS=0 when the group is created leaves it out.
+    """
+    store, rank, size = options.store, options.group_rank, options.group_size
+    timeout = options.timeout
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+
+    def gloo(purpose: str) -> "dist.ProcessGroupGloo":
+        return dist.ProcessGroupGloo(dist.PrefixStore(f"{BACKEND}/{purpose}/", store), rank, size, timeout)
+
+    timeout_ms = max(1, int(timeout.total_seconds() * 1000))
+    check_calls = os.environ.get("FOO_CCL_CHECK_CALLS", "1") != "0"
+    return _C._ccl_backend(gloo("collectives"), gloo("p2p"), gloo("host"), rank, size, timeout_ms, check_calls)
+
+
+def _register() -> None:
+    if not dist.is_available() or not dist.is_gloo_available():
+        return  # a torch built without distributed support or Gloo: nothing to register with
+    if BACKEND in dist.Backend.backend_list:
+        return  # importing again
+    # devices must be a list: register_backend iterates it (a plain string would be per character).
+    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=DEVICES)
+
+
+_register()
