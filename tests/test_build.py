@@ -59,7 +59,17 @@ def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
     """Builds other than the example pass `-m "not slow"`: the marker must be registered in every
     generated project (an unknown marker only warns) and set on the files that take minutes alone."""
     for name, answers, expected in (
-        ("foo", {}, {"test_compile.py", "test_opinfo.py", "test_distributed_faults.py", "test_distributed_training.py"}),
+        (
+            "foo",
+            {},
+            {
+                "test_compile.py",
+                "test_opinfo.py",
+                "test_dtype_coverage.py",
+                "test_distributed_faults.py",
+                "test_distributed_training.py",
+            },
+        ),
         ("bar", {"opinfo_tests": False, "distributed": False}, {"test_compile.py"}),
     ):
         root = render(name, **answers)
