@@ -68,35 +68,53 @@ def variants() -> dict[str, dict[str, object]]:
     return result
 
 
-def _content(root: Path, path: Path) -> bytes:
-    """What the build reads of a file. Of pyproject.toml that is everything but the dependency lists:
-    project.build installs with --no-deps, so lists such as the test extras never change a build."""
+def _content(root: Path, path: Path, build_only: bool) -> bytes:
+    """What the build reads of a file. Of pyproject.toml that is everything but the dependency lists
+    and pytest's settings: project.build installs with --no-deps, so lists such as the test extras
+    never change a build, and only the test suite reads [tool.pytest]."""
     if path == Path("pyproject.toml"):
         config = tomllib.loads((root / path).read_text())
         for key in ("dependencies", "optional-dependencies"):
             config.get("project", {}).pop(key, None)
+        if build_only:
+            config.get("tool", {}).pop("pytest", None)
         return json.dumps(config, sort_keys=True).encode()
     return (root / path).read_bytes()
 
 
-def _digest(root: Path, include) -> str:
+def _digest(root: Path, include, build_only: bool) -> str:
     digest = hashlib.sha256()
     for path in sorted(project.tree(root)):
         if path.parts[0] not in NOT_BUILD_INPUTS and include(path):
-            digest.update(str(path).encode() + b"\0" + _content(root, path) + b"\0")
+            digest.update(str(path).encode() + b"\0" + _content(root, path, build_only) + b"\0")
     return digest.hexdigest()
 
 
 def build_inputs_digest(root: Path) -> str:
     """A digest of every file of a project that the build reads (the C++ sources, setup.py, the
     package): renders with equal digests compile the same extension."""
-    return _digest(root, lambda path: path.parts[0] not in TEST_ONLY_INPUTS)
+    return _digest(root, lambda path: path.parts[0] not in TEST_ONLY_INPUTS, build_only=True)
 
 
 def test_inputs_digest(root: Path) -> str:
     """A digest of every file that the build or the test suite reads: renders with equal digests
     compile the same extension and run the same tests, so one test run covers them all."""
-    return _digest(root, lambda path: True)
+    return _digest(root, lambda path: True, build_only=False)
+
+
+def test_only_inputs(root: Path) -> dict[str, str]:
+    """The digest of each file only the test suite reads (TEST_ONLY_INPUTS), and of pytest's settings
+    under the key "[tool.pytest]". A render whose build digest equals another's and whose map is part
+    of the other's (the same files, fewer of them: a feature's tests left out) runs a subset of the
+    other's tests against the same extension."""
+    inputs = {
+        str(path): hashlib.sha256((root / path).read_bytes()).hexdigest()
+        for path in sorted(project.tree(root))
+        if path.parts[0] in TEST_ONLY_INPUTS
+    }
+    settings = tomllib.loads((root / "pyproject.toml").read_text()).get("tool", {}).get("pytest", {})
+    inputs["[tool.pytest]"] = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    return inputs
 
 
 def ruff_problems() -> list[str]:

@@ -60,12 +60,14 @@ def derived_names(backend_name: str) -> dict[str, str]:
     import jinja2
 
     env = jinja2.Environment()
+    config = copier_config()
     names = {"backend_name": backend_name}
-    for key, spec in copier_config().items():
+    context = {"reserved": config["reserved"]["default"]}  # names torch uses (ccl_name avoids them)
+    for key, spec in config.items():
         if isinstance(spec, dict) and spec.get("when") is False and spec.get("type") == "str":
             default = spec.get("default")
             if isinstance(default, str) and "backend_name" in default:
-                names[key] = env.from_string(default).render(backend_name=backend_name)
+                names[key] = env.from_string(default).render(**context, **names)
     return names
 
 

@@ -80,11 +80,20 @@ class Builds:
         self.built: dict[str, tuple[Path, str]] = {}  # build digest -> (built project, its label)
         # (test digest, marker expression: WHOLE, FAST or SLOW) -> (passed, what ran)
         self.results: dict[tuple[str, str], tuple[bool, str]] = {}
+        # Runs that passed: (build digest, marker expression, test-only inputs, what ran)
+        self.passed: list[tuple[str, str, dict[str, str], str]] = []
 
     def build_and_test(self, path: Path, label: str, slow_tests: bool = False) -> tuple[bool, str]:
         """(passed, label of the build and test run) for the project at path; with slow_tests, its
-        tests marked slow run too."""
+        tests marked slow run too. A request for the fast tests of a render whose test files are some
+        of those of a run that passed on the same build, unchanged (a feature that only adds tests,
+        turned off), is answered by that run (checks.test_only_inputs)."""
         tests = checks.test_inputs_digest(path)
+        if not slow_tests and (tests, WHOLE) not in self.results and (tests, FAST) not in self.results:
+            build, inputs = checks.build_inputs_digest(path), checks.test_only_inputs(path)
+            for passed_build, part, passed_inputs, ran in self.passed:
+                if passed_build == build and part in (WHOLE, FAST) and inputs.items() <= passed_inputs.items():
+                    return True, f"{label}: its tests are some of those of {ran}, which passed on the same build"
         if (tests, WHOLE) in self.results:
             return self.results[(tests, WHOLE)]
         if not slow_tests:
@@ -110,6 +119,9 @@ class Builds:
                 project.build(path, jobs=2)
                 self.built[build] = (path, label)
                 self.results[(tests, part)] = (project.run_tests(path, *args) in ok, label)
+            passed, ran = self.results[(tests, part)]
+            if passed:
+                self.passed.append((build, part, checks.test_only_inputs(path), ran))
         return self.results[(tests, part)]
 
 

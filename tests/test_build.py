@@ -46,6 +46,7 @@ def test_slow_generated_tests_run_only_where_asked_and_once(monkeypatch, tmp_pat
         project, "run_tests", lambda path, *args, python=None: runs.append((path.name, " ".join(args))) or 0
     )
     monkeypatch.setattr(checks, "test_inputs_digest", lambda path: path.name[0])  # a, a2: same tests
+    monkeypatch.setattr(checks, "test_only_inputs", lambda path: {"tests": path.name[0]})
     monkeypatch.setattr(checks, "build_inputs_digest", lambda path: "same build")
     builds = Builds()
     assert builds.build_and_test(tmp_path / "a", "a") == (True, "a")
@@ -77,3 +78,34 @@ def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
         assert any(marker.startswith("slow:") for marker in ini["markers"])
         marked = {p.name for p in (root / "tests").glob("*.py") if "pytest.mark.slow" in p.read_text()}
         assert marked == expected
+
+
+def test_a_render_with_some_of_the_tests_of_a_passed_run_on_its_build_is_covered(monkeypatch, tmp_path):
+    """Builds: turning off a feature that only adds tests (benchmarks, OpInfo) leaves the other test
+    files unchanged; their run on the same build has passed already, so none is repeated. A changed
+    file, another build, or a run that failed still means a run of its own."""
+    from conftest import FAST, Builds
+
+    runs = []
+    monkeypatch.setattr(project, "build", lambda path, jobs: runs.append((path.name, "build")))
+    monkeypatch.setattr(project, "reuse_build", lambda built, path: built)
+    monkeypatch.setattr(project, "run_tests", lambda path, *args, python=None: runs.append((path.name, args)) or 0)
+    inputs = {
+        "all": {"tests/a.py": "1", "tests/b.py": "2"},
+        "fewer": {"tests/a.py": "1"},
+        "changed": {"tests/a.py": "3"},
+        "other": {"tests/a.py": "1"},
+    }
+    monkeypatch.setattr(checks, "test_only_inputs", lambda path: inputs[path.name])
+    monkeypatch.setattr(checks, "test_inputs_digest", lambda path: path.name)
+    monkeypatch.setattr(checks, "build_inputs_digest", lambda path: "second" if path.name == "other" else "first")
+    builds = Builds()
+    for name in ("all", "fewer", "changed", "other"):
+        assert builds.build_and_test(tmp_path / name, name)[0]
+    assert runs == [
+        ("all", "build"),
+        ("all", ("-m", FAST)),
+        ("changed", ("-m", FAST)),
+        ("other", "build"),
+        ("other", ("-m", FAST)),
+    ]

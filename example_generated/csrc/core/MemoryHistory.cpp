@@ -1,5 +1,7 @@
 #include "MemoryHistory.h"
 
+#include "../runtime/runtime.h"
+
 #include <chrono>
 #include <mutex>
 
@@ -9,7 +11,7 @@ std::atomic<bool> recording{false};
 
 namespace {
 
-constexpr size_t kMaxDevices = 16;
+constexpr size_t kMaxDevices = FOO_MAX_DEVICES;
 
 struct State {
   std::mutex mutex; // guards everything below
