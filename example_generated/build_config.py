@@ -44,6 +44,7 @@ LIBRARIES = ["dl"]
 LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
     f"csrc/aten/{name}.cpp"
     for name in (
+        "Attention",
         "Autocast",
         "BackendMetaCopies",
         "Fallback",
@@ -52,6 +53,8 @@ LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
         "ShallowCopy",
         "Sparse",
         "Views",
+        "WiderDtypeOps",
+        "WiderDtypes",
     )
 }
 # The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
