@@ -134,6 +134,23 @@ def test_choice_and_sdpa_kernel():
         F.scaled_dot_product_attention(q.double(), k.double(), v.double())
 
 
+@pytest.mark.parametrize("value_dim", [None, 12], ids=["same-dim", "value-dim"])
+@pytest.mark.parametrize("layout", ["contiguous", "heads-inside", "sequence-inside"])
+def test_results_have_the_strides_of_the_meta_kernel(layout, value_dim):
+    """torch.compile traces with PyTorch's meta kernel of the operator and checks the device's result
+    against its strides: the output takes the query's layout, as the meta kernel allocates it."""
+    permutation = {"contiguous": (0, 1, 2, 3), "heads-inside": (0, 2, 1, 3), "sequence-inside": (2, 0, 1, 3)}[layout]
+    q, k, v = (
+        t.permute(permutation).contiguous().permute(tuple(permutation.index(d) for d in range(4)))
+        for t in inputs((2, 3, 5, 8), (2, 3, 7, 8), torch.float32, value_dim)
+    )
+    on_device = FUSED(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE))
+    on_meta = FUSED(q.to("meta"), k.to("meta"), v.to("meta"))
+    for name, result, expected in zip(["output", "logsumexp"], on_device[:2], on_meta[:2], strict=True):
+        assert (result.shape, result.stride()) == (expected.shape, expected.stride()), name
+    torch.testing.assert_close(on_device[0].cpu(), math_on_cpu(q, k, v), **TOLERANCE[torch.float32])
+
+
 def test_math_path_for_other_dtypes_still_matches():
     q, k, v = inputs((1, 2, 4, 8), (1, 2, 6, 8), torch.float64)
     result = F.scaled_dot_product_attention(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), is_causal=True)

@@ -21,11 +21,14 @@
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sum_to_size.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <mutex>
 #include <optional>
@@ -164,6 +167,24 @@ void check_operands(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
       bias.sizes());
 }
 
+// The output in the query's layout (its dimensions ordered by the query's strides), as PyTorch's meta
+// kernel of the operator allocates it: torch.compile traces with the meta kernel and checks that the
+// device's result has the strides it predicted.
+at::Tensor empty_in_layout_of(const at::Tensor& query, at::IntArrayRef sizes) {
+  if (query.sizes() == sizes) {
+    return at::empty_like(query);
+  }
+  std::array<int64_t, 4> order{0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return query.stride(a) > query.stride(b); });
+  std::array<int64_t, 4> strides{};
+  int64_t stride = 1;
+  for (auto d = order.rbegin(); d != order.rend(); ++d) {
+    strides[*d] = stride;
+    stride *= sizes[*d];
+  }
+  return at::empty_strided(sizes, strides, query.options());
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 fused_attention(
     const at::Tensor& query,
@@ -185,7 +206,7 @@ fused_attention(
   const int64_t len_kv = key.size(2);
   fooAttentionParams p = attention_params_of(query, dropout_p, is_causal, scale);
   const auto options = query.options();
-  at::Tensor output = at::empty({batch, heads, len_q, value.size(3)}, options);
+  at::Tensor output = empty_in_layout_of(query, {batch, heads, len_q, value.size(3)});
   at::Tensor logsumexp = at::empty({batch, heads, len_q}, options.dtype(at::kFloat));
   at::Tensor probs;
   if (return_debug_mask) {
