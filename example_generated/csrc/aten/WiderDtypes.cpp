@@ -114,7 +114,7 @@ std::optional<Widening> choose(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   const auto& schema = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     for_each_device_tensor(arguments[i], [&](const at::Tensor& t) { present.push_back(t.scalar_type()); });
-    if (is_scalar_type(schema[i].type()) && arguments[i].isInt()) {
+    if (is_scalar_type(schema[i].real_type()) && arguments[i].isInt()) {
       present.push_back(static_cast<ScalarType>(arguments[i].toInt()));
     }
   }
@@ -166,6 +166,18 @@ std::optional<ScalarType> narrowed(ScalarType dtype, const Widening& w) {
 }
 
 // Set while a widened call runs: conversions and copies inside it run on the plain fallback.
+// The dtype an argument computes in: the narrow dtype's wide one, and for complex32 also half
+// arguments in float (torch.complex of two half tensors, a half factor), as CUDA's kernels compute them.
+std::optional<ScalarType> wider(ScalarType dtype, const Widening& w) {
+  if (dtype == w.from) {
+    return w.to;
+  }
+  if (c10::isComplexType(w.from) && dtype == c10::toRealValueType(w.from)) {
+    return c10::toRealValueType(w.to);
+  }
+  return std::nullopt;
+}
+
 thread_local bool widening = false;
 
 } // namespace
@@ -198,10 +210,11 @@ bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   bool wide_dtype_requested = false;
   const auto widen = [&](const at::Tensor& t, bool writes) -> at::Tensor {
     inputs.push_back(t);
-    if (!t.defined() || !t.is_privateuseone() || t.scalar_type() != w->from) {
+    const auto dtype = t.defined() && t.is_privateuseone() ? wider(t.scalar_type(), *w) : std::nullopt;
+    if (!dtype) {
       return t;
     }
-    at::Tensor wide = t.to(w->to);
+    at::Tensor wide = t.to(*dtype);
     if (writes) {
       written.emplace_back(t, wide);
     }
@@ -226,7 +239,7 @@ bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         }
       }
       value = c10::IValue(c10::List<std::optional<at::Tensor>>(c10::ArrayRef<std::optional<at::Tensor>>(list)));
-    } else if (is_scalar_type(arguments[i].type()) && value.isInt()) {
+    } else if (is_scalar_type(arguments[i].real_type()) && value.isInt()) {
       const auto dtype = static_cast<ScalarType>(value.toInt());
       wide_dtype_requested |= narrowed(dtype, *w).has_value();
       if (dtype == w->from) {
