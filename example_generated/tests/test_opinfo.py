@@ -110,18 +110,19 @@ def op_key(op) -> str:
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
 
 
-def leaves_on(device):
-    """A function for SampleInput.transform: each tensor to a new leaf on `device`, each tensor once (a
-    tensor used twice in a sample stays one tensor, so gradients accumulate the same way). The gradient
-    test gives both sides leaves: a sample's own tensors may be views that autograd does not reach (istft's
-    window slices), and a copy is a leaf it does reach."""
+def leaves_on(device=None):
+    """A function for SampleInput.transform: each tensor to a new leaf on `device` (None: where it is),
+    each tensor once (a tensor used twice in a sample stays one tensor, so gradients accumulate the same
+    way). The gradient test gives both sides leaves: a sample's own tensors may be views that autograd
+    does not reach (istft's window slices), and a copy is a leaf it does reach."""
     copies = {}
 
     def to_leaf(t):
         if not isinstance(t, torch.Tensor):
             return t
         if id(t) not in copies:
-            copies[id(t)] = t.detach().to(device).requires_grad_(t.requires_grad)
+            leaf = t.detach() if device is None else t.detach().to(device)
+            copies[id(t)] = leaf.requires_grad_(t.requires_grad)
         return copies[id(t)]
 
     return to_leaf
@@ -171,7 +172,7 @@ class TestOpInfo(TestCase):
         def body():
             for original in samples(op, device, dtype, requires_grad=True):
                 cpu_sample = original.transform(leaves_on("cpu"))
-                sample = original.transform(leaves_on(device))
+                sample = original.transform(leaves_on())
                 outputs = [t for t in tensors(run(op, sample)) if t.requires_grad]
                 cpu_outputs = [t for t in tensors(run(op, cpu_sample)) if t.requires_grad]
                 self.assertEqual(len(outputs), len(cpu_outputs))
