@@ -12,6 +12,8 @@ A port to hardware points RUNTIME_DIRS and KERNEL_DIRS at its own implementation
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -44,6 +46,7 @@ LIBRARIES = ["dl"]
 LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
     f"csrc/aten/{name}.cpp"
     for name in (
+        "Attention",
         "Autocast",
         "BackendMetaCopies",
         "Fallback",
@@ -52,6 +55,8 @@ LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
         "ShallowCopy",
         "Sparse",
         "Views",
+        "WiderDtypeOps",
+        "WiderDtypes",
     )
 }
 # The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
@@ -83,9 +88,37 @@ def starts_from_precompiled_header(source: str) -> bool:
     return source in PRECOMPILED_USERS or any(source.startswith(d + "/") for d in EXTENSION_DIRS)
 
 
+# Sanitizers a build may instrument every part with (SANITIZE=address,undefined or SANITIZE=thread):
+# gcc's runtimes, which ship with gcc. ThreadSanitizer cannot be combined with the other two.
+SANITIZERS = ("address", "undefined", "thread")
+# Suppression files for reports about code that is not ours (the interpreter, torch), each entry
+# explained there.
+SUPPRESSIONS = ROOT / "tests" / "sanitizers"
+
+
 def debug() -> bool:
     """DEBUG=1 builds with -O0 -g."""
     return os.environ.get("DEBUG", "0") not in ("", "0")
+
+
+def sanitizers() -> list[str]:
+    """The sanitizers of SANITIZE (comma-separated names of SANITIZERS), checked."""
+    names = [name.strip() for name in os.environ.get("SANITIZE", "").split(",") if name.strip()]
+    unknown = [name for name in names if name not in SANITIZERS]
+    if unknown:
+        raise SystemExit(f"SANITIZE: unknown sanitizer {', '.join(unknown)} (known: {', '.join(SANITIZERS)})")
+    if "thread" in names and len(names) > 1:
+        raise SystemExit("SANITIZE: thread cannot be combined with other sanitizers")
+    return names
+
+
+def sanitizer_flags() -> list[str]:
+    """Compile and link flags of a sanitized build: -O1 keeps the reports' stack traces close to
+    the source (frame pointers, no inlining across most calls) at a fraction of -O0's slowdown."""
+    names = sanitizers()
+    if not names:
+        return []
+    return [f"-fsanitize={','.join(names)}", "-fno-omit-frame-pointer", "-g"]
 
 
 def sources(dirs: tuple[str, ...]) -> list[str]:
@@ -98,23 +131,127 @@ def cxx_flags() -> list[str]:
     """Flags of every C++ file of the build. -fopenmp: the emulated device runs a kernel's blocks on
     an OpenMP team, and ATen's at::parallel_for (large copies) is serial without it; the extension
     then shares the libgomp that torch loads."""
-    return ["-fopenmp", *(["-O0", "-g"] if debug() else ["-O3", "-g0"])]
+    if debug():
+        optimisation = ["-O0", "-g"]
+    elif sanitizers():
+        optimisation = ["-O1"]
+    else:
+        optimisation = ["-O3", "-g0"]
+    return ["-fopenmp", *optimisation, *sanitizer_flags()]
 
 
 def light_flags() -> list[str]:
     """Appended for LIGHT_SOURCES."""
-    return [] if debug() else ["-O1"]
+    return [] if debug() or sanitizers() else ["-O1"]
 
 
 def link_flags() -> list[str]:
-    return ["-fopenmp"]
+    return ["-fopenmp", *sanitizer_flags()]
 
 
 def build_dir() -> Path:
     """Where the objects and the two static libraries go, for every way of building (setup.py
-    build_ext, pip install -e): a fixed directory, so that rebuilds recompile only what changed."""
-    return ROOT / "build" / f"temp.{sysconfig.get_platform()}-{sys.implementation.cache_tag}"
+    build_ext, pip install -e): a fixed directory, so that rebuilds recompile only what changed. A
+    sanitized build has its own, so that switching between builds recompiles nothing."""
+    suffix = "".join(f"-{name}" for name in sanitizers())
+    return ROOT / "build" / f"temp.{sysconfig.get_platform()}-{sys.implementation.cache_tag}{suffix}"
 
 
 def library_path(name: str) -> Path:
     return build_dir() / f"lib{name}.a"
+
+
+def compiler() -> list[str]:
+    """The C++ compiler of the build: torch's cpp_extension runs $CXX, else c++."""
+    return shlex.split(os.environ.get("CXX") or "c++")
+
+
+def sanitizer_runtime() -> str | None:
+    """The sanitizer runtime an uninstrumented program (the Python interpreter) must load first,
+    with LD_PRELOAD: ASan and TSan replace malloc and the thread functions and refuse to start
+    later. UBSan alone needs none (the extension loads its runtime)."""
+    names = sanitizers()
+    library = "libtsan.so" if "thread" in names else "libasan.so" if "address" in names else None
+    if library is None:
+        return None
+    command = [*compiler(), f"-print-file-name={library}"]
+    path = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+    if not os.path.isabs(path):
+        raise SystemExit(f"{' '.join(command)} found no {library}: install the compiler's sanitizer runtime")
+    return os.path.realpath(path)
+
+
+def sanitizer_environment() -> dict[str, str]:
+    """The environment that runs Python (pytest) with the build's sanitizers: the preloaded runtime
+    and each sanitizer's options. Reports fail the run: ASan and TSan stop at the first one (exit code
+    66 for TSan), UBSan too (halt_on_error); leak detection runs at exit."""
+    names = sanitizers()
+    env = {}
+    if runtime := sanitizer_runtime():
+        # With the C++ runtime right after it: the interpreter does not link libstdc++, so when the
+        # sanitizer starts it finds no __cxa_throw to intercept, and the first C++ exception (any
+        # error raised to Python) ends the process in a failed ASan CHECK instead.
+        command = [*compiler(), "-print-file-name=libstdc++.so.6"]
+        cxx = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+        env["LD_PRELOAD"] = f"{runtime} {os.path.realpath(cxx)}" if os.path.isabs(cxx) else runtime
+    if "address" in names:
+        env["ASAN_OPTIONS"] = ":".join(
+            [
+                "detect_leaks=1",
+                # A CPU tensor too large for the host raises torch's out-of-memory error, as
+                # without ASan, instead of ending the process.
+                "allocator_may_return_null=1",
+            ]
+        )
+        env["LSAN_OPTIONS"] = f"suppressions={SUPPRESSIONS / 'lsan.supp'}:print_suppressions=0"
+        # Python objects from malloc, not from pymalloc's arenas: LeakSanitizer scans the heap for
+        # pointers but not those mmap'd arenas, so everything only Python objects point to (pybind11's
+        # function records, torch's registrations: thousands of allocations) would look leaked.
+        env["PYTHONMALLOC"] = "malloc"
+    if "undefined" in names:
+        env["UBSAN_OPTIONS"] = f"print_stacktrace=1:halt_on_error=1:suppressions={SUPPRESSIONS / 'ubsan.supp'}"
+    if "thread" in names:
+        env["TSAN_OPTIONS"] = f"halt_on_error=1:exitcode=66:suppressions={SUPPRESSIONS / 'tsan.supp'}"
+        # One OpenMP thread: libgomp (torch's and the kernels') is not instrumented, so TSan does not
+        # see its barriers order a parallel region's threads and would report their hand-offs as
+        # races. The threads TSan checks here are the program's, the stream workers and the runtime's.
+        env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def build_and_test(pytest_args: list[str]) -> int:
+    """Builds the extension with SANITIZE's sanitizers (pip install --no-build-isolation -e ., into
+    the build directory of that build) and runs pytest with `pytest_args` under them; returns pytest's
+    exit code. The in-tree extension is then the sanitized one: a plain `pip install
+    --no-build-isolation -e .` (which relinks from its own build directory) makes it the plain one again."""
+    if not sanitizers():
+        raise SystemExit("SANITIZE is not set: SANITIZE=address,undefined or SANITIZE=thread")
+    build = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", str(ROOT)]
+    subprocess.run(build, check=True, env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    test = [sys.executable, "-m", "pytest", *pytest_args]
+    return subprocess.run(test, cwd=ROOT, env={**os.environ, **sanitizer_environment()}).returncode
+
+
+def crash_environment() -> dict[str, str]:
+    """Variables for a child that crashes on purpose with SIGSEGV (strict memory mode's tests): the
+    sanitizers' own SIGSEGV handler would report the crash first and exit with 1; without it, the
+    runtime's handler explains the crash and the signal ends the process, as in a plain build."""
+    names = {"address": "ASAN_OPTIONS", "thread": "TSAN_OPTIONS"}
+    return {names[n]: f"{os.environ.get(names[n], '')}:handle_segv=0" for n in sanitizers() if n in names}
+
+
+if __name__ == "__main__":
+    # python build_config.py sanitizer-env        prints NAME=value lines (for $GITHUB_ENV, or
+    #                                             `export $(python build_config.py sanitizer-env)`)
+    # python build_config.py sanitized CMD ...    runs CMD with that environment
+    # python build_config.py test [PYTEST ARGS]   builds with the sanitizers and runs pytest under them
+    # All read SANITIZE, as the build does.
+    if sys.argv[1:2] == ["sanitizer-env"]:
+        print("\n".join(f"{name}={value}" for name, value in sanitizer_environment().items()))
+    elif sys.argv[1:2] == ["sanitized"] and len(sys.argv) > 2:
+        os.execvpe(sys.argv[2], sys.argv[2:], {**os.environ, **sanitizer_environment()})
+    elif sys.argv[1:2] == ["test"]:
+        sys.exit(build_and_test(sys.argv[2:]))
+    else:
+        usage = "python build_config.py sanitizer-env | sanitized COMMAND [ARGS...] | test [PYTEST ARGS...]"
+        raise SystemExit(f"{__doc__}\nusage: {usage}")

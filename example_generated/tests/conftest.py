@@ -26,12 +26,15 @@ DEVICE = "foo"
 
 @pytest.fixture
 def run_python():
-    """run_python(code, script=None, **env) runs `code` (dedented) in a new interpreter with this
+    """run_python(code, script=None, timeout=300, **env) runs `code` (dedented) in a new interpreter with this
     process's environment updated by `env` (a None value removes a variable) and returns the
     CompletedProcess. The backend is not autoloaded unless env sets TORCH_DEVICE_BACKEND_AUTOLOAD="1".
-    With `script` (a path), the code is written there and run as a file, which 'spawn' children need."""
+    With `script` (a path), the code is written there and run as a file, which 'spawn' children need.
+    A child still running after `timeout` seconds is killed and the test fails."""
 
-    def run(code: str, script: Path | None = None, **env: str | None) -> subprocess.CompletedProcess:
+    def run(
+        code: str, script: Path | None = None, timeout: float = 300, **env: str | None
+    ) -> subprocess.CompletedProcess:
         merged = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env}
         environment = {name: value for name, value in merged.items() if value is not None}
         if script is None:
@@ -39,7 +42,7 @@ def run_python():
         else:
             script.write_text(textwrap.dedent(code))
             command = [sys.executable, str(script)]
-        return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+        return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=timeout)
 
     return run
 

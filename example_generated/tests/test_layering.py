@@ -23,7 +23,7 @@ TORCH_FREE = ("runtime", "kernels")
 PORTED = ("runtime", "kernels")
 MATH_LIBRARY = CSRC / "kernels" / "emulated" / "host_math.cpp"
 # The interfaces of the two seams: what the code above them may include.
-PUBLIC_HEADERS = {"runtime.h", "tracing.h", "kernels.h", "custom_ops.h"}
+PUBLIC_HEADERS = {"runtime.h", "tracing.h", "kernels.h", "custom_ops.h", "attention.h", "histogram.h"}
 
 
 def code(path: Path) -> str:

@@ -7,9 +7,9 @@ backends (PrivateUse1TestBase). Like PyTorch's test_compare_cpu, these tests run
 device and on the CPU and compare the results; a second test compares the gradients of every
 differentiable output with respect to every input that requires grad.
 
-What runs by default (about two minutes on two cores):
+What runs by default (a few minutes on two cores):
   - forward: every operator of op_db, in float32, and in int64, bool and bfloat16 where supported;
-  - gradients: every differentiable operator, in float32.
+  - gradients: every differentiable operator, in float32 and bfloat16.
 Set FOO_OPINFO=full to run every dtype each operator supports (much longer).
 Operators that cannot match the CPU (random numbers, uninitialised memory, CUDA-only or sparse
 layouts) are skipped with the reason in SKIP; a failure to investigate would be listed in XFAIL, which
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow  # minutes per run: pytest -m "not slow" leaves th
 
 FULL = os.environ.get("FOO_OPINFO", "") == "full"
 FORWARD_DTYPES = None if FULL else (torch.float32, torch.int64, torch.bool, torch.bfloat16)
-GRAD_DTYPES = None if FULL else (torch.float32,)
+GRAD_DTYPES = None if FULL else (torch.float32, torch.bfloat16)
 # Sample inputs per operator and dtype (the first ones: the generators start with the typical cases).
 MAX_SAMPLES = None if FULL else 8
 
@@ -64,7 +64,6 @@ SKIP = {
             "nn.functional.fractional_max_pool3d",
             "nn.functional.rrelu",
             "nn.functional.multi_head_attention_forward",
-            "nn.functional.scaled_dot_product_attention",
             "svd_lowrank",
             "pca_lowrank",
         ],
@@ -83,40 +82,50 @@ SKIP = {
         ],
         "jiterator compiles CUDA source at run time: CUDA only",
     ),
-    **dict.fromkeys(
-        ["to_sparse", "sparse.mm.reduce", "sparse.sampled_addmm"],
-        "sparse layouts: this backend implements strided tensors only (no SparsePrivateUse1 kernels)",
-    ),
+    "nn.functional.scaled_dot_product_attention": "PyTorch's OpInfo skips test_compare_cpu for it on every device: "
+    "a fused kernel and the CPU's differ by rounding that exp() amplifies at the samples' magnitudes, and samples with "
+    "dropout draw random numbers (tests/test_attention.py compares the device's kernel with the math path)",
     "as_strided.partial_views": "reads storage outside the input view, which a CPU copy of the view does not contain",
 }
 XFAIL: dict[str, str] = {}
 # Tolerances wider than torch.testing's defaults, per operator and dtype, with the reason.
+CPU_TAIL = (
+    "the CPU computes the elements after its last full vector (a 5x5 sample has 9 of them) in half-precision "
+    "arithmetic, rounding alpha * other before the sum; the device, like CUDA and the CPU's vector loop, rounds once "
+    "(its result is the exact sum rounded). With cancellation, the CPU's tail is off by up to half an ulp of "
+    "alpha * other (0.0625 in bfloat16, 0.008 in float16 at the samples' magnitudes)"
+)
 TOLERANCE = {
-    ("nn.functional.linear_cross_entropy.chunked_none", torch.bfloat16): (
-        {"atol": 4e-3, "rtol": 2e-2},
-        "a bfloat16 difference of large terms; native bfloat16 arithmetic rounds differently from the CPU's "
-        "vectorised code (PyTorch uses this tolerance for the op on MPS)",
-    ),
+    ("add", torch.bfloat16): ({"atol": 0.07, "rtol": 1.6e-2}, CPU_TAIL),
+    ("add", torch.float16): ({"atol": 1e-2, "rtol": 2e-3}, CPU_TAIL),
+    ("sub", torch.float16): ({"atol": 1e-2, "rtol": 2e-3}, CPU_TAIL),
 }
+
+
+# The name of a dtype in the CPU's "not implemented for" errors.
+CPU_DTYPE_NAMES = {torch.complex32: "ComplexHalf"}
 
 
 def op_key(op) -> str:
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
 
 
-def to_cpu_fn():
-    """A function for SampleInput.transform: device tensors to CPU leaves, each tensor once (a tensor used
-    twice in a sample stays one tensor, so gradients accumulate the same way)."""
+def leaves_on(device=None):
+    """A function for SampleInput.transform: each tensor to a new leaf on `device` (None: where it is),
+    each tensor once (a tensor used twice in a sample stays one tensor, so gradients accumulate the same
+    way). The gradient test gives both sides leaves: a sample's own tensors may be views that autograd
+    does not reach (istft's window slices), and a copy is a leaf it does reach."""
     copies = {}
 
-    def to_cpu(t):
+    def to_leaf(t):
         if not isinstance(t, torch.Tensor):
             return t
         if id(t) not in copies:
-            copies[id(t)] = t.detach().cpu().requires_grad_(t.requires_grad)
+            leaf = t.detach() if device is None else t.detach().to(device)
+            copies[id(t)] = leaf.requires_grad_(t.requires_grad)
         return copies[id(t)]
 
-    return to_cpu
+    return to_leaf
 
 
 def run(op, sample):
@@ -125,6 +134,10 @@ def run(op, sample):
 
 def tensors(tree):
     return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def samples(op, device, dtype, requires_grad=False):
+    return itertools.islice(op.sample_inputs(device, dtype, requires_grad=requires_grad), MAX_SAMPLES)
 
 
 def tolerance(op, dtype) -> dict:
@@ -148,8 +161,8 @@ class TestOpInfo(TestCase):
     @ops(op_db, dtypes=OpDTypes.supported, allowed_dtypes=FORWARD_DTYPES)
     def test_compare_cpu(self, device, dtype, op):
         def body():
-            for sample in itertools.islice(op.sample_inputs(device, dtype), MAX_SAMPLES):
-                cpu_sample = sample.transform(to_cpu_fn())
+            for sample in samples(op, device, dtype):
+                cpu_sample = sample.transform(leaves_on("cpu"))
                 self.assertEqual(run(op, sample), run(op, cpu_sample), exact_device=False, **tolerance(op, dtype))
 
         self.check(op, body)
@@ -157,8 +170,9 @@ class TestOpInfo(TestCase):
     @ops([op for op in op_db if op.supports_autograd], dtypes=OpDTypes.supported_backward, allowed_dtypes=GRAD_DTYPES)
     def test_compare_cpu_grad(self, device, dtype, op):
         def body():
-            for sample in itertools.islice(op.sample_inputs(device, dtype, requires_grad=True), MAX_SAMPLES):
-                cpu_sample = sample.transform(to_cpu_fn())
+            for original in samples(op, device, dtype, requires_grad=True):
+                cpu_sample = original.transform(leaves_on("cpu"))
+                sample = original.transform(leaves_on())
                 outputs = [t for t in tensors(run(op, sample)) if t.requires_grad]
                 cpu_outputs = [t for t in tensors(run(op, cpu_sample)) if t.requires_grad]
                 self.assertEqual(len(outputs), len(cpu_outputs))
@@ -169,7 +183,15 @@ class TestOpInfo(TestCase):
                 if not outputs or not inputs:
                     continue
                 grads = [torch.randn_like(t) for t in cpu_outputs]
-                expected = torch.autograd.grad(cpu_outputs, cpu_inputs, grads, allow_unused=True)
+                try:
+                    expected = torch.autograd.grad(cpu_outputs, cpu_inputs, grads, allow_unused=True)
+                except NotImplementedError as error:
+                    # complex32: the CPU has the forward kernels of a few operators, and not the
+                    # reductions and divisions their backward formulas call, so there is no CPU result
+                    # to compare with. The device computes them (in complex64, as CUDA does).
+                    if f"not implemented for '{CPU_DTYPE_NAMES.get(dtype)}'" not in str(error):
+                        raise
+                    self.skipTest(f"the CPU cannot compute the reference gradient: {error}")
                 result = torch.autograd.grad(outputs, inputs, [g.to(device) for g in grads], allow_unused=True)
                 self.assertEqual(result, expected, exact_device=False, **tolerance(op, dtype))
 

@@ -132,6 +132,21 @@ def test_dtypes_without_native_kernels_use_the_fallback(device):
         torch.ones(2, dtype=torch.uint16, device=device) + 1
 
 
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_complex32_as_cuda_computes_it(device):
+    """complex32 operators the CPU lacks run in complex64 on the device, as CUDA computes them: with
+    the result dtype asked for by name, and with half tensors among the arguments."""
+    a = torch.tensor([[1 + 2j, 3 - 1j, 0.5j], [2, -1j, 1 + 1j]], dtype=torch.complex64)
+    on_device = a.to(torch.complex32).to(device)
+    for reduce in (torch.sum, torch.prod, torch.cumsum):
+        result = reduce(on_device, 1, dtype=torch.complex32)
+        assert result.dtype == torch.complex32
+        assert_close(result.cpu(), reduce(a.to(torch.complex32).to(torch.complex64), 1).to(torch.complex32))
+    real, imag = on_device.real.contiguous(), on_device.imag.contiguous()
+    assert real.dtype == torch.float16
+    assert_close(torch.complex(real, imag).cpu(), a.to(torch.complex32), rtol=0, atol=0)
+
+
 def test_fill_every_dtype(device):
     for dtype in [
         torch.float32,

@@ -14,6 +14,7 @@ def test_default_and_current_stream(device):
     assert current == torch.foo.default_stream(device)
     assert current.stream_id == 0 and current.device == device
     assert isinstance(current, torch.Stream)
+    torch.foo.synchronize(device)  # work earlier tests left may still run (under a sanitizer, for seconds)
     assert current.query()
 
 
@@ -29,6 +30,7 @@ def test_new_streams(device):
 
 
 def test_work_runs_asynchronously(device):
+    torch.foo.synchronize(device)  # the default stream starts idle
     stream = torch.foo.Stream(device)
     with torch.foo.stream(stream):
         torch.foo._sleep(SLEEP_US)

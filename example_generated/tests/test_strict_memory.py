@@ -4,8 +4,13 @@ in the tests instead of on hardware."""
 
 import ctypes
 import signal
+import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import build_config  # noqa: E402
 
 
 def permissions(address: int) -> str:
@@ -34,7 +39,7 @@ def test_host_access_to_device_memory_crashes_with_an_explanation(run_python):
         ctypes.string_at(x.data_ptr(), 4)
         print("read it")
     """
-    result = run_python(code, FOO_STRICT_MEMORY="1")
+    result = run_python(code, FOO_STRICT_MEMORY="1", **build_config.crash_environment())
     assert result.returncode == -signal.SIGSEGV
     assert "reading" in result.stdout and "read it" not in result.stdout
     assert "foo strict memory mode: host code read or wrote device memory directly" in result.stderr

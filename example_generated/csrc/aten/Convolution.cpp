@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -54,6 +55,12 @@ fooTensor op_tensor_or_none(const at::Tensor& t) {
   return none;
 }
 
+// complex32 (which the library has no type for) is computed in complex64, as CUDA's kernels compute
+// it; the CPU's kernels round to half precision between steps instead.
+at::Tensor in_complex64(const at::Tensor& t) {
+  return t.to(c10::kComplexFloat);
+}
+
 std::vector<int64_t> output_size(const at::Tensor& input, const at::Tensor& weight, const ConvParams& p) {
   std::vector<int64_t> size{input.size(0), p.transposed ? weight.size(1) * p.groups : weight.size(0)};
   for (int64_t d = 0; d < input.dim() - 2; ++d) {
@@ -76,6 +83,22 @@ at::Tensor convolution(
     bool transposed,
     c10::IntArrayRef output_padding,
     int64_t groups) {
+  if (input.scalar_type() == c10::kComplexHalf) {
+    const std::optional<at::Tensor> wide_bias =
+        bias.has_value() && bias->defined() ? std::optional<at::Tensor>(in_complex64(*bias)) : std::nullopt;
+    // Qualified: at::convolution would match too, by argument-dependent lookup.
+    return torch_foo::convolution(
+               in_complex64(input),
+               in_complex64(weight),
+               wide_bias,
+               stride,
+               padding,
+               dilation,
+               transposed,
+               output_padding,
+               groups)
+        .to(c10::kComplexHalf);
+  }
   const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), transposed, output_padding.vec(), groups};
   const c10::DeviceGuard guard(input.device());
   at::Tensor output = at::empty(output_size(input, weight, p), input.options(), input.suggest_memory_format());
@@ -102,6 +125,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     c10::IntArrayRef output_padding,
     int64_t groups,
     std::array<bool, 3> output_mask) {
+  if (input.scalar_type() == c10::kComplexHalf) {
+    auto [gi, gw, gb] = convolution_backward(
+        in_complex64(grad_output),
+        in_complex64(input),
+        in_complex64(weight),
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask);
+    const auto narrow = [](const at::Tensor& t) { return t.defined() ? t.to(c10::kComplexHalf) : t; };
+    return {narrow(gi), narrow(gw), narrow(gb)};
+  }
   const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), transposed, output_padding.vec(), groups};
   const c10::DeviceGuard guard(input.device());
   at::Tensor grad_input = output_mask[0] ? at::empty_like(input) : at::Tensor();

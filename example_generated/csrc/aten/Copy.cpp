@@ -103,7 +103,12 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   }
   at::assert_no_internal_overlap(dst);
   at::assert_no_partial_overlap(dst, src);
-  if (op_dtype(dst.scalar_type()) && op_dtype(src.scalar_type())) {
+  // Elements of one dtype with the same conjugate and negative bits move unchanged: any dtype of
+  // their size describes them, so the library moves float8 and complex32 too (the way back from the
+  // host below relies on it for a strided dst).
+  const bool move =
+      dst.scalar_type() == src.scalar_type() && dst.is_conj() == src.is_conj() && dst.is_neg() == src.is_neg();
+  if (move || (op_dtype(dst.scalar_type()) && op_dtype(src.scalar_type()))) {
     // The iterator merges dimensions and orders them for the output; it copies nothing.
     const at::TensorIterator iter = at::TensorIteratorConfig()
                                         .set_check_mem_overlap(false)
@@ -112,7 +117,11 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
                                         .add_output(dst)
                                         .add_const_input(src)
                                         .build();
-    const OpIter op_iter(iter, {0, 1}, 2);
+    OpIter op_iter(iter, {0, 1}, 2);
+    if (move) {
+      op_iter.set_dtype(0, word_dtype(dst.element_size()));
+      op_iter.set_dtype(1, word_dtype(src.element_size()));
+    }
     const int conjugate = src.is_conj() != dst.is_conj() ? 1 : 0;
     const int negate = src.is_neg() != dst.is_neg() ? 1 : 0;
     const fooError_t error = fooOpCopy(op_iter.get(), conjugate, negate, current_stream());
@@ -224,6 +233,11 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
       dst.device());
   if (src_device && dst_device) {
     if (src.device() == dst.device()) {
+      // As the CPU's copy_, whose iterator checks the tensors as given: broadcast, the source may
+      // look like the destination (x.unsqueeze(0).copy_(x): same memory, same strides), and the
+      // copy below would run where the CPU refuses a partial overlap (found by tests/test_fuzz.py).
+      at::assert_no_internal_overlap(dst);
+      at::assert_no_partial_overlap(dst, self);
       copy_on_device(dst, src);
     } else {
       copy_between_devices(dst, src);
@@ -238,7 +252,14 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
 
 at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (dst.sizes() != self.sizes()) {
+    // Resized by the kernel that made `self` (the CPU fallback's out= arguments): with its layout
+    // too, which the CPU's kernels take from their inputs (x.t().abs() is transposed; found by
+    // tests/test_fuzz.py). A dense layout fits the storage the resize made for a contiguous one.
+    // (set_, not as_strided_: that one reaches the CPU fallback, which changes only the CPU copy.)
     dst.resize_(self.sizes());
+    if (self.is_non_overlapping_and_dense() && dst.strides() != self.strides()) {
+      dst.set_(dst.storage(), dst.storage_offset(), self.sizes(), self.strides());
+    }
   }
   return _copy_from(self, dst, false);
 }

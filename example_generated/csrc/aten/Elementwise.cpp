@@ -153,17 +153,22 @@ std::optional<at::Tensor> binary(
   const c10::DeviceGuard guard(iter.device());
   OpIter op_iter(iter, c10::ArrayRef<int>(slots.data(), operands), 3);
   const fooDataType op_type = checked_dtype(dtype);
-  if (a_value || b_value) {
-    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, dtype, "binary", [&] {
-      if (a_value) {
-        op_iter.set_scalar(1, op_type, a.item().to<scalar_t>());
-      }
-      if (b_value) {
-        op_iter.set_scalar(2, op_type, b.item().to<scalar_t>());
-      }
-    });
-  }
-  const fooError_t error = fooOpBinary(op_of(kind), op_iter.get(), op_scalar(alpha), current_stream());
+  // Numbers as PyTorch's CPU kernels see them: alpha, and a number added, rounded to the result
+  // dtype; a number that multiplies or divides bfloat16 or half at float precision (x * 0.1 is not
+  // x times 0.1 rounded to bfloat16).
+  fooScalar alpha_value{};
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, dtype, "binary", [&] {
+    alpha_value = op_scalar(c10::Scalar(alpha.to<scalar_t>()));
+    if (a_value) {
+      op_iter.set_scalar(1, op_type, a.item().to<scalar_t>());
+    }
+    if (b_value && kind != Kind::Add && at::isReducedFloatingType(dtype)) {
+      op_iter.set_scalar(2, fooFloat32, b.item().to<float>());
+    } else if (b_value) {
+      op_iter.set_scalar(2, op_type, b.item().to<scalar_t>());
+    }
+  });
+  const fooError_t error = fooOpBinary(op_of(kind), op_iter.get(), alpha_value, current_stream());
   if (error == fooErrorNotSupported) {
     return std::nullopt;
   }
@@ -329,14 +334,7 @@ at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
                                       .build();
   // Filling moves bytes: any dtype of the element's size describes it (float8, complex32, bits).
   OpIter op_iter(iter, {0}, 1);
-  switch (itemsize) {
-    case 1: op_iter.set_dtype(0, fooUInt8); break;
-    case 2: op_iter.set_dtype(0, fooUInt16); break;
-    case 4: op_iter.set_dtype(0, fooUInt32); break;
-    case 8: op_iter.set_dtype(0, fooUInt64); break;
-    case 16: op_iter.set_dtype(0, fooComplex128); break;
-    default: TORCH_CHECK(false, "fill_: unsupported element size ", itemsize);
-  }
+  op_iter.set_dtype(0, word_dtype(itemsize));
   const fooError_t error = fooOpFill(op_iter.get(), &bytes, current_stream());
   if (error == fooErrorNotSupported) {
     return run_on_cpu<at::_ops::fill__Scalar>(self, value);

@@ -23,6 +23,7 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
+#include "WiderDtypes.h"
 
 namespace torch_foo {
 namespace {
@@ -148,19 +149,28 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
   // kernel): its copies are attributed to it, and profiling a model that falls back costs what it
   // costs on the CPU instead of several times more (benchmarks/bench_profiler.py).
   const at::DisableRecordFunctionGuard record_only_the_operator;
+  if (cpu_key == c10::DispatchKey::CPU && run_widened(op, stack)) {
+    return; // a dtype that CUDA supports and the CPU kernel does not
+  }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
 }
 
 void route_structured_ops_to_fallback() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // Leaked on purpose: the registrations must outlive static destruction.
-    auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    // Leaked on purpose: the registrations must outlive static destruction. Held by a static, so that
+    // LeakSanitizer sees it reachable rather than lost.
+    static auto* library =
+        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     auto& dispatcher = c10::Dispatcher::singleton();
     auto names = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
     const size_t structured = names.size();
     const auto generic = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
     names.insert(names.end(), generic.begin(), generic.end());
+    // Decompositions that a backend's own kernel replaces (mish_backward, silu_backward): the CPU and
+    // CUDA run their kernel, which rounds once; the decomposition would round after every step.
+    const auto implicit = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+    names.insert(names.end(), implicit.begin(), implicit.end());
     for (size_t i = 0; i < names.size(); ++i) {
       const auto& name = names[i];
       const auto op = dispatcher.findOp(name);

@@ -24,7 +24,10 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
 // Also sends the operators that have both a CPU kernel and a generic decomposition
 // (CompositeExplicitAutograd: layer_norm and group_norm through batch norm, addr, ...) to the CPU
 // kernel, which the emulated device runs as its own: results equal the CPU's, with fewer fallback
-// calls. A device that implements such an operator registers its kernel, which takes precedence.
+// calls. The same for decompositions (CompositeImplicitAutograd) that the CPU replaces with its own
+// kernel (mish_backward, silu_backward): in bfloat16 a decomposition rounds after every step and
+// differs from the kernel. A device that implements such an operator registers its kernel, which
+// takes precedence.
 // Called once when the Python module loads, after all kernels of this library are registered.
 void route_structured_ops_to_fallback();
 

@@ -108,6 +108,20 @@ class OpIter {
   c10::ScalarType unsupported_type_ = c10::ScalarType::Undefined;
 };
 
+// A dtype of the library with elements of `itemsize` bytes, for kernels that only move elements
+// (fill, a copy between tensors of one dtype): it describes any dtype of that size, those the
+// library does not compute with included (float8, complex32, bits).
+inline fooDataType word_dtype(size_t itemsize) {
+  switch (itemsize) {
+    case 1: return fooUInt8;
+    case 2: return fooUInt16;
+    case 4: return fooUInt32;
+    case 8: return fooUInt64;
+    case 16: return fooComplex128;
+    default: TORCH_CHECK(false, "foo: no element type of ", itemsize, " bytes");
+  }
+}
+
 // A tensor as the library describes it (at most FOO_OP_MAX_TENSOR_DIMS dimensions).
 inline fooTensor op_tensor(const at::Tensor& t) {
   fooTensor d{};

@@ -177,8 +177,9 @@ bool returns_view(const c10::FunctionSchema& schema) {
 // returns copies, so they are native (every sparse view PyTorch has is registered below).
 template <c10::BoxedKernel::BoxedKernelFunction* fallback>
 void route(c10::DispatchKey cpu_key, c10::DispatchKey device_key) {
-  // Leaked on purpose: the registrations must outlive static destruction.
-  auto* library = new torch::Library(torch::Library::IMPL, "aten", device_key, __FILE__, __LINE__);
+  // Leaked on purpose: the registrations must outlive static destruction. Held by a static (one per
+  // instantiation; each runs once), so that LeakSanitizer sees it reachable rather than lost.
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten", device_key, __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& name : dispatcher.getAllOpNamesForDispatchKey(cpu_key)) {
     const auto op = dispatcher.findOp(name);

@@ -301,7 +301,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
   Block* malloc_block(
       c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, std::shared_ptr<c10::GatheredContext> context) {
     if (nbytes > (size_t{1} << 62)) {
-      raise_out_of_memory(device, nbytes, 0, 0);
+      raise_out_of_memory(device, nbytes, 0, 0, "");
     }
     const size_t size = round_up(nbytes, kMinBlockSize);
     const bool small = size <= kSmallSize;
@@ -392,11 +392,12 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
       ptr = device_malloc(device, segment);
     }
     if (ptr == nullptr) {
+      const std::string reason = fooGetLastErrorMessage(); // the runtime's own words
       ++cache.stats.num_ooms;
       const auto allocated = cache.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
       const auto reserved = cache.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
       lock.unlock();
-      raise_out_of_memory(device, nbytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved));
+      raise_out_of_memory(device, nbytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved), reason);
     }
     ++cache.stats.num_device_alloc;
     add(cache.stats.segment, small, 1);
@@ -602,8 +603,9 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     return ptr;
   }
 
+  // `reason`: what the runtime said about the last failed allocation ("" if none was tried).
   [[noreturn]] static void raise_out_of_memory(
-      c10::DeviceIndex device, size_t nbytes, size_t allocated, size_t reserved) {
+      c10::DeviceIndex device, size_t nbytes, size_t allocated, size_t reserved, const std::string& reason) {
     size_t free = 0;
     size_t total = 0;
     {
@@ -628,7 +630,9 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
         format_bytes(allocated),
         " in tensors and ",
         format_bytes(reserved - std::min(reserved, allocated)),
-        " more in its cache (reserved but unallocated). The emulated capacity is set by FOO_DEVICE_MEMORY.");
+        " more in its cache (reserved but unallocated). The emulated capacity is set by FOO_DEVICE_MEMORY.",
+        reason.empty() ? "" : " The runtime said: ",
+        reason);
   }
 
   std::mutex mutex_; // guards everything below

@@ -96,7 +96,11 @@ fooError_t fooOpFill(const fooIter* it, const void* value, fooStream_t stream);
 fooError_t fooOpCopy(const fooIter* it, int conjugate, int negate, fooStream_t stream);
 
 // out = a + alpha * b, a * b, a / b: three operands of one dtype (out, a, b), computed in float for
-// 16-bit floating types. Division of integers is not an operation here (PyTorch promotes it).
+// 16-bit floating types and rounded once: a + alpha * b of floating types is a fused multiply-add,
+// with alpha as given (PyTorch's kernels round alpha to the operands' dtype first: callers do). A
+// scalar b of mul or div may be Float32 when the operands are 16-bit floats: its value is used as it
+// is (PyTorch multiplies a bfloat16 tensor by a Python number at float precision). Division of
+// integers is not an operation here (PyTorch promotes it).
 typedef enum fooBinaryOp { fooBinaryAdd = 0, fooBinaryMul = 1, fooBinaryDiv = 2 } fooBinaryOp;
 fooError_t fooOpBinary(fooBinaryOp op, const fooIter* it, fooScalar alpha, fooStream_t stream);
 

@@ -6,11 +6,16 @@
 //   emulation_test --module PATH        also load PATH, a shared library with a kernel `add_one`
 //   emulation_test --touch-from-host    dereference device memory on the host (must crash in strict mode)
 //   emulation_test --touch-from-kernel  dereference it in a kernel without ctx->address (must crash too)
+//   emulation_test --exit-while-busy    return from main() while other threads keep using the runtime
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../csrc/runtime/emulation.h"
@@ -74,6 +79,64 @@ void synchronize_in_host_function(void* data) {
 void careless_kernel(const fooEmuKernelContext*, const void* params) {
   volatile char* p = *static_cast<char* const*>(params);
   p[0] = 1; // no ctx->address: crashes in strict mode
+}
+
+struct FillParams {
+  int* data;
+  int value;
+  int count;
+};
+
+void fill_kernel(const fooEmuKernelContext* ctx, const void* params) {
+  const auto* p = static_cast<const FillParams*>(params);
+  auto* data = static_cast<int*>(ctx->address(p->data));
+  std::fill(data, data + p->count, p->value);
+}
+
+std::atomic<long> busy_rounds{0};
+
+// One thread's endless round of device work: allocate, launch, record, copy back, free.
+void keep_busy(int device, fooFunction_t fill) {
+  (void)fooSetDevice(device);
+  fooStream_t stream = nullptr;
+  fooEvent_t event = nullptr;
+  if (fooStreamCreate(&stream) != fooSuccess || fooEventCreate(&event) != fooSuccess) {
+    return;
+  }
+  constexpr int kCount = 4096;
+  std::vector<int> host(kCount);
+  for (;;) {
+    void* data = nullptr;
+    if (fooMalloc(&data, kCount * sizeof(int)) != fooSuccess) {
+      continue;
+    }
+    FillParams params{static_cast<int*>(data), device + 1, kCount};
+    (void)fooLaunchKernel(fill, kOne, kOne, &params, sizeof(params), 0, stream);
+    (void)fooEventRecord(event, stream);
+    (void)fooMemcpyAsync(host.data(), data, kCount * sizeof(int), fooMemcpyDeviceToHost, stream);
+    (void)fooEventSynchronize(event);
+    (void)fooFree(data);
+    busy_rounds.fetch_add(1);
+  }
+}
+
+// Exit with work in flight: threads that never stop using the runtime, and main() returns while
+// they run. The process must exit cleanly: exit drains and stops the stream workers, and the
+// runtime's own state outlives C++ static destruction (other threads still call into it).
+int exit_while_busy() {
+  int devices = 0;
+  OK(fooGetDeviceCount(&devices));
+  fooFunction_t fill = nullptr;
+  OK(fooEmuFunctionCreate(&fill, "fill", &fill_kernel));
+  for (int t = 0; t < 4; ++t) {
+    std::thread(&keep_busy, t % std::max(devices, 1), fill).detach();
+  }
+  while (busy_rounds.load() < 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::printf("exiting with %ld rounds done\n", busy_rounds.load());
+  std::fflush(stdout);
+  return failures;
 }
 
 void test_configuration() {
@@ -172,6 +235,9 @@ void test_module(const char* path) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "--exit-while-busy") {
+    return exit_while_busy();
+  }
   if (mode == "--touch-from-host" || mode == "--touch-from-kernel") {
     char* device = nullptr;
     OK(fooMalloc(reinterpret_cast<void**>(&device), 64));

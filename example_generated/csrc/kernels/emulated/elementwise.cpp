@@ -1,4 +1,6 @@
 // Elementwise kernels of the emulated device: fill, copy with conversion, add/mul/div.
+#include <cmath>
+
 #include "device.h"
 
 namespace torch_foo::kernels {
@@ -173,63 +175,112 @@ opmath_t<T> scalar_as(const fooScalar& s) {
   }
 }
 
+// The arithmetic of PyTorch's kernels: operands in opmath precision (float for the 16-bit floats),
+// one rounding at the end. a + alpha * b of floating types is one fused multiply-add, as PyTorch's
+// vectorised CPU kernels and CUDA's compute it (an optimizer's p.add_(g, alpha=-lr) rounds once).
 template <typename T>
 struct Add {
   opmath_t<T> alpha;
-  T operator()(T a, T b) const {
-    using M = opmath_t<T>;
-    return static_cast<T>(static_cast<M>(a) + alpha * static_cast<M>(b));
+  bool unit; // alpha == 1: a plain sum, which the fused form gives too
+  T operator()(opmath_t<T> a, opmath_t<T> b) const {
+    if constexpr (std::is_floating_point_v<opmath_t<T>>) {
+      return static_cast<T>(unit ? a + b : std::fma(b, alpha, a));
+    } else {
+      return static_cast<T>(a + alpha * b);
+    }
   }
 };
 
 template <typename T>
 struct Mul {
-  T operator()(T a, T b) const {
-    using M = opmath_t<T>;
-    return static_cast<T>(static_cast<M>(a) * static_cast<M>(b));
+  T operator()(opmath_t<T> a, opmath_t<T> b) const {
+    return static_cast<T>(a * b);
   }
 };
 
 template <typename T>
 struct Div {
-  T operator()(T a, T b) const {
-    using M = opmath_t<T>;
-    return static_cast<T>(static_cast<M>(a) / static_cast<M>(b));
+  T operator()(opmath_t<T> a, opmath_t<T> b) const {
+    return static_cast<T>(a / b);
   }
 };
 
-// out = op(a, b); fast paths for contiguous operands and a scalar operand.
+// out = op(a, b); fast paths for contiguous operands and a broadcast operand.
 template <typename T, typename Op>
 struct BinaryLoop {
   Op op;
   void run(const fooEmuKernelContext*, char** data, const int64_t* strides, int64_t n, int64_t) const {
+    using M = opmath_t<T>;
     constexpr int64_t s = sizeof(T);
     auto* out = reinterpret_cast<T*>(data[0]);
     const auto* a = reinterpret_cast<const T*>(data[1]);
     const auto* b = reinterpret_cast<const T*>(data[2]);
     if (strides[0] == s && strides[1] == s && strides[2] == s) {
       for (int64_t i = 0; i < n; ++i) {
-        out[i] = op(a[i], b[i]);
+        out[i] = op(static_cast<M>(a[i]), static_cast<M>(b[i]));
       }
     } else if (strides[0] == s && strides[1] == s && strides[2] == 0) {
-      const T bv = *b;
+      const auto bv = static_cast<M>(*b);
       for (int64_t i = 0; i < n; ++i) {
-        out[i] = op(a[i], bv);
+        out[i] = op(static_cast<M>(a[i]), bv);
       }
     } else if (strides[0] == s && strides[1] == 0 && strides[2] == s) {
-      const T av = *a;
+      const auto av = static_cast<M>(*a);
       for (int64_t i = 0; i < n; ++i) {
-        out[i] = op(av, b[i]);
+        out[i] = op(av, static_cast<M>(b[i]));
       }
     } else {
       for (int64_t i = 0; i < n; ++i) {
         *reinterpret_cast<T*>(data[0] + i * strides[0]) =
-            op(*reinterpret_cast<const T*>(data[1] + i * strides[1]),
-               *reinterpret_cast<const T*>(data[2] + i * strides[2]));
+            op(static_cast<M>(*reinterpret_cast<const T*>(data[1] + i * strides[1])),
+               static_cast<M>(*reinterpret_cast<const T*>(data[2] + i * strides[2])));
       }
     }
   }
 };
+
+// out = op(a, b) for a scalar b, which travels in the loop in opmath precision.
+template <typename T, typename Op>
+struct ScalarLoop {
+  Op op;
+  opmath_t<T> b;
+  void run(const fooEmuKernelContext*, char** data, const int64_t* strides, int64_t n, int64_t) const {
+    using M = opmath_t<T>;
+    if (strides[0] == sizeof(T) && strides[1] == sizeof(T)) {
+      auto* out = reinterpret_cast<T*>(data[0]);
+      const auto* a = reinterpret_cast<const T*>(data[1]);
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = op(static_cast<M>(a[i]), b);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        *reinterpret_cast<T*>(data[0] + i * strides[0]) =
+            op(static_cast<M>(*reinterpret_cast<const T*>(data[1] + i * strides[1])), b);
+      }
+    }
+  }
+};
+
+// Launches op over (out, a, b), or over (out, a) with b in the loop when b is a scalar operand.
+template <typename T, typename Op>
+fooError_t launch_binary(const char* name, const fooIter* it, const Op& op, fooStream_t stream) {
+  if (it->data[2] != nullptr) {
+    return launch_elementwise(name, it, 3, BinaryLoop<T, Op>{op}, stream);
+  }
+  opmath_t<T> b;
+  if (it->dtype[2] == fooFloat32) { // a float32 number for a 16-bit operation: used unrounded
+    float value;
+    std::memcpy(&value, it->value[2], sizeof(value));
+    b = static_cast<opmath_t<T>>(value);
+  } else {
+    T value;
+    std::memcpy(static_cast<void*>(&value), it->value[2], sizeof(value));
+    b = static_cast<opmath_t<T>>(value);
+  }
+  fooIter two = *it;
+  two.noperands = 2;
+  return launch_elementwise(name, &two, 2, ScalarLoop<T, Op>{op, b}, stream);
+}
 
 template <typename Word>
 fooError_t fill_words(const fooIter* it, const void* value, fooStream_t stream) {
@@ -303,20 +354,28 @@ fooError_t fooOpCopy(const fooIter* it, int conjugate, int negate, fooStream_t s
 }
 
 fooError_t fooOpBinary(fooBinaryOp op, const fooIter* it, fooScalar alpha, fooStream_t stream) {
-  if (it == nullptr || it->noperands != 3 || it->dtype[1] != it->dtype[0] || it->dtype[2] != it->dtype[0]) {
+  if (it == nullptr || it->noperands != 3 || it->dtype[1] != it->dtype[0]) {
     return invalid_argument(__func__);
   }
-  return dispatch<Types::All>(it->dtype[0], [&](auto tag) -> fooError_t {
+  const fooDataType dtype = it->dtype[0];
+  const bool sixteen_bit = dtype == fooFloat16 || dtype == fooBFloat16;
+  const bool float_scalar = it->data[2] == nullptr && it->dtype[2] == fooFloat32;
+  if (it->dtype[2] != dtype && !(float_scalar && sixteen_bit && op != fooBinaryAdd)) {
+    return invalid_argument(__func__);
+  }
+  return dispatch<Types::All>(dtype, [&](auto tag) -> fooError_t {
     using T = decltype(tag);
     switch (op) {
-      case fooBinaryAdd:
-        return launch_elementwise("add", it, 3, BinaryLoop<T, Add<T>>{Add<T>{scalar_as<T>(alpha)}}, stream);
-      case fooBinaryMul: return launch_elementwise("mul", it, 3, BinaryLoop<T, Mul<T>>{}, stream);
+      case fooBinaryAdd: {
+        const opmath_t<T> a = scalar_as<T>(alpha);
+        return launch_binary<T>("add", it, Add<T>{a, a == opmath_t<T>(1)}, stream);
+      }
+      case fooBinaryMul: return launch_binary<T>("mul", it, Mul<T>{}, stream);
       case fooBinaryDiv:
         if constexpr (std::is_integral_v<T>) {
           return not_supported("integer division (PyTorch divides integers in floating point)");
         } else {
-          return launch_elementwise("div", it, 3, BinaryLoop<T, Div<T>>{}, stream);
+          return launch_binary<T>("div", it, Div<T>{}, stream);
         }
     }
     return invalid_argument(__func__);

@@ -4,43 +4,14 @@
 #include <limits>
 
 #include "device.h"
+#include "philox.h"
 
 namespace torch_foo::kernels {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"): the four 32-bit
-// words of the block at `offset` in subsequence `subsequence` of the stream `seed`.
-struct Block {
-  uint32_t w[4];
-
-  Block(uint64_t seed, uint64_t subsequence, uint64_t offset) {
-    uint32_t counter[4] = {
-        static_cast<uint32_t>(offset),
-        static_cast<uint32_t>(offset >> 32),
-        static_cast<uint32_t>(subsequence),
-        static_cast<uint32_t>(subsequence >> 32)};
-    uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
-    for (int round = 0; round < 10; ++round) {
-      const uint64_t product0 = uint64_t{0xD2511F53} * counter[0];
-      const uint64_t product1 = uint64_t{0xCD9E8D57} * counter[2];
-      const uint32_t next[4] = {
-          static_cast<uint32_t>(product1 >> 32) ^ counter[1] ^ key[0],
-          static_cast<uint32_t>(product1),
-          static_cast<uint32_t>(product0 >> 32) ^ counter[3] ^ key[1],
-          static_cast<uint32_t>(product0)};
-      std::memcpy(counter, next, sizeof(counter));
-      key[0] += 0x9E3779B9;
-      key[1] += 0xBB67AE85;
-    }
-    std::memcpy(w, counter, sizeof(w));
-  }
-
-  uint64_t u64(int i) const {
-    return (static_cast<uint64_t>(w[i]) << 32) | w[i + 1];
-  }
-};
+using Block = PhiloxBlock;
 
 // The accumulation type of a distribution: double for double, float for the other floats.
 template <typename T>
@@ -56,7 +27,7 @@ acc_t uniform01(const Block& b, int i) {
   if constexpr (std::is_same_v<acc_t, double>) {
     return static_cast<double>(b.u64(i) >> 11) * 0x1.0p-53;
   } else {
-    return static_cast<float>(b.w[i] >> 8) * 0x1.0p-24f;
+    return uniform_float(b.w[i]);
   }
 }
 

@@ -5,17 +5,24 @@
 #include <string>
 #include <thread>
 
+#include "../internal.h"
 #include "emulated.h"
 
 namespace torch_foo::emulated {
 namespace {
 
-// Lets queued work finish before static destructors run: kernels call into libraries (PyTorch's
-// CPU operators, OpenMP) whose own static state is torn down at exit.
+// At process exit, before the static destructors registered before initialisation (PyTorch's,
+// OpenMP's) run: finishes the work queued so far, then stops the workers (streams.cpp, Lifetime),
+// so that no kernel runs while the libraries it calls are torn down, whatever other threads still
+// queue. A child forked after initialisation has no workers (threads do not survive fork()) and
+// its queues and locks are as the fork left them: it waits for nothing.
 void drain_at_exit() {
-  if (worker_stream() == nullptr) {
-    wait_all_devices();
+  if (runtime::forked() || worker_stream() != nullptr) {
+    return;
   }
+  wait_all_devices();
+  stop_workers();
+  wait_all_devices(); // the tasks that were running when the workers stopped
 }
 
 } // namespace

@@ -73,6 +73,7 @@ struct Task {
   uint32_t shared_bytes = 0;
   uint32_t params_size = 0;
   unsigned char* params_heap = nullptr; // a larger parameter block (owned by the task)
+  uint64_t fault = 0; // Kernel: the launch's number if fault injection makes it fail (faults.cpp)
   Event* event = nullptr; // Record: the timing event to stamp (holds a reference)
   Stream* other = nullptr; // Wait: the stream to wait for (holds a reference) ...
   uint64_t position = 0; // ... until it has finished this many tasks
@@ -138,6 +139,8 @@ void release(Stream* stream);
 fooError_t take_error(Stream* stream);
 // Waits for all work on all devices without consuming failures (free(), module unload, exit).
 void wait_all_devices();
+// From now on workers discard their tasks instead of running them (process exit, streams.cpp).
+void stop_workers();
 
 // Runs a copy or fill task on a stream worker.
 void run_transfer(const Task& task);
@@ -157,6 +160,17 @@ constexpr size_t kSharedMemPerBlock = size_t{48} << 10;
 bool run_kernel(const Task& task, std::string* message);
 // Frees what a kernel task owns.
 void discard_params(Task& task);
+
+// ---- fault injection (faults.cpp) ---------------------------------------------------------------
+
+// The kinds of operation FOO_FAULTS can make fail.
+enum class Fault : uint8_t { Malloc, Memcpy, Kernel, Event };
+// Counts one operation of `kind`; returns its number (from 1) if FOO_FAULTS makes it fail, else 0.
+uint64_t injected_fault(Fault kind);
+// Counts one operation of `kind`; if it is to fail, describes the failure with fail() and returns `code`.
+fooError_t inject(Fault kind, fooError_t code);
+// The message of the injected failure of operation `n` of `kind`.
+std::string fault_message(Fault kind, uint64_t n);
 
 // ---- shared helpers -----------------------------------------------------------------------------
 

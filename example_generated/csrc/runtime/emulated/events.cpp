@@ -85,6 +85,10 @@ fooError_t event_record(fooEvent_t event, fooStream_t stream) {
         e->device,
         stream_device_of(s));
   }
+  // fault injection
+  if (const auto fault = inject(Fault::Event, fooErrorUnknown); fault != fooSuccess) {
+    return fault;
+  }
   Stream* previous = nullptr;
   auto move_to = [&](uint64_t position) {
     std::lock_guard<std::mutex> lock(e->mutex);

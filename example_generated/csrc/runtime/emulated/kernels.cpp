@@ -11,7 +11,9 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -95,6 +97,10 @@ void run_block(const Task& task, const fooEmuKernelContext& base, uint64_t index
 } // namespace
 
 bool run_kernel(const Task& task, std::string* message) {
+  if (task.fault != 0) { // fault injection: the launch fails without running the kernel
+    *message = "kernel " + task.function->name + ": " + fault_message(Fault::Kernel, task.fault);
+    return false;
+  }
   LaunchState launch;
   fooEmuKernelContext base{};
   base.gridDim = task.grid;
@@ -146,6 +152,21 @@ namespace torch_foo::driver {
 
 using namespace emulated;
 
+namespace {
+
+// Unloaded modules, with their kernels' handles: they stay allocated so that a stale handle is
+// detected by its magic instead of read after a free, and stay listed here so that they are
+// retained, not lost (LeakSanitizer checks that at exit). Never destroyed: static destruction runs
+// before that check.
+void retire(Module* m) {
+  static std::mutex mutex;
+  static auto* retired = new std::vector<Module*>();
+  std::lock_guard<std::mutex> lock(mutex);
+  retired->push_back(m);
+}
+
+} // namespace
+
 fooError_t module_load(const char* path, fooModule_t* module) {
   void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
@@ -196,6 +217,7 @@ fooError_t module_unload(fooModule_t module) {
     }
   }
   dlclose(m->library);
+  retire(m);
   return fooSuccess;
 }
 
@@ -249,6 +271,7 @@ fooError_t launch_kernel(
   task.block = block;
   task.shared_bytes = static_cast<uint32_t>(shared_bytes);
   task.params_size = static_cast<uint32_t>(params_size);
+  task.fault = injected_fault(Fault::Kernel); // fault injection
   if (params_size > kInlineParams) {
     task.params_heap = static_cast<unsigned char*>(::operator new[](params_size, std::align_val_t{16}));
     std::memcpy(task.params_heap, params, params_size);

@@ -160,7 +160,9 @@ struct DeviceMemory {
   size_t used = 0;
 };
 
-DeviceMemory memories[FOO_MAX_DEVICES];
+// Never destroyed, like the pinned table below: other threads may still allocate, free and copy
+// while C++ static destructors run at process exit.
+DeviceMemory* const memories = new DeviceMemory[FOO_MAX_DEVICES];
 
 // Caller holds d.mutex.
 void prepare(DeviceMemory& d) {
@@ -205,7 +207,7 @@ const std::pair<const size_t, size_t>* find_allocation(const DeviceMemory& d, si
 // ---- pinned host memory -------------------------------------------------------------------------
 
 std::mutex host_mutex;
-std::map<uintptr_t, size_t> pinned; // base -> length
+std::map<uintptr_t, size_t>& pinned = *new std::map<uintptr_t, size_t>(); // base -> length, never destroyed
 
 // The pinned allocation containing [ptr, ptr + count), as (base, length), or (0, 0).
 std::pair<uintptr_t, size_t> find_pinned(const void* ptr, size_t count) {
@@ -233,7 +235,8 @@ fooPointerAttributes attributes_of(fooMemoryType type, int device, void* base, s
 
 // ---- copies -------------------------------------------------------------------------------------
 
-// Checks both sides of a copy against `kind` and translates device addresses to the runtime's view.
+// Checks both sides of a copy against `kind` and translates device addresses to the runtime's view;
+// every copy (memcpy, memcpy_async) passes here, so this is where fault injection fails copies.
 fooError_t resolve_copy(void** dst, const void** src, size_t count, fooMemcpyKind kind) {
   const bool dst_device = kind == fooMemcpyHostToDevice || kind == fooMemcpyDeviceToDevice;
   const bool src_device = kind == fooMemcpyDeviceToHost || kind == fooMemcpyDeviceToDevice;
@@ -259,7 +262,7 @@ fooError_t resolve_copy(void** dst, const void** src, size_t count, fooMemcpyKin
   if (src_device) {
     *src = arena.to_runtime(*src);
   }
-  return fooSuccess;
+  return inject(Fault::Memcpy, fooErrorUnknown); // fault injection
 }
 
 // [tracing] The device a copy works on (-1: host to host).
@@ -342,6 +345,10 @@ namespace torch_foo::driver {
 using namespace emulated;
 
 fooError_t malloc(int device, size_t size, void** ptr) {
+  // fault injection
+  if (const auto fault = inject(Fault::Malloc, fooErrorMemoryAllocation); fault != fooSuccess) {
+    return fault;
+  }
   const size_t capacity = config().capacity;
   if (size > capacity || arena.size == 0) {
     return runtime::fail(fooErrorMemoryAllocation, "%zu bytes exceed device %d's %zu", size, device, capacity);

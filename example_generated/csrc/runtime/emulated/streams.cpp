@@ -13,7 +13,10 @@
 // Lifetime. Streams are reference counted (the owner, the worker, events recorded on them and waits
 // of other streams hold references). Everything a worker touches is allocated once and never
 // destroyed, so C++ static destruction at process exit cannot pull state from under a worker that
-// is still running; queued work is drained at exit first (initialize() registers the drain).
+// is still running. What kernels call (PyTorch's CPU operators, OpenMP) is not ours, though, and is
+// torn down at exit: so exit first drains the work queued so far, then stops the workers, which
+// from then on discard tasks instead of running them (work that other threads still queue while the
+// process exits), and waits for the task each may still be running (devices.cpp registers this).
 #include <pthread.h>
 
 #include <algorithm>
@@ -35,6 +38,7 @@ constexpr std::chrono::microseconds kWorkerSpin{100};
 constexpr std::chrono::microseconds kHostSpin{20};
 
 thread_local Stream* current_worker = nullptr; // set on stream worker threads
+std::atomic<bool> stopped{false}; // the process is exiting: workers discard their tasks
 
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -127,6 +131,18 @@ void run(Stream* s, Task& task, uint64_t position) {
   }
 }
 
+// Drops a task without running it, releasing what it holds.
+void discard(Task& task) {
+  switch (task.kind) {
+    case Task::Kind::Kernel: discard_params(task); break;
+    case Task::Kind::Record: release(task.event); break;
+    case Task::Kind::Wait: release(task.other); break;
+    case Task::Kind::HostFunc:
+    case Task::Kind::Copy:
+    case Task::Kind::Fill: break;
+  }
+}
+
 // [tracing] The device record of a traced task the worker ran from `start` until now.
 void trace_task(const Stream* s, const Task& task, uint64_t position, uint64_t start) {
   auto kind = fooActivityKindKernel; // host functions and waits are never traced
@@ -163,9 +179,13 @@ void worker_main(Stream* s) {
     const uint64_t position = finished + 1;
     Task& task = s->queue[(position - 1) % kQueueCapacity];
     const uint64_t traced_from = task.traced ? driver::timestamp() : 0; // [tracing]
-    run(s, task, position);
-    if (traced_from != 0) {
-      trace_task(s, task, position, traced_from);
+    if (stopped.load(std::memory_order_acquire)) {
+      discard(task);
+    } else {
+      run(s, task, position);
+      if (traced_from != 0) {
+        trace_task(s, task, position, traced_from);
+      }
     }
     // Sequentially consistent, not just a release: a waiting thread increments `waiters`, then tests
     // `done`; a release store may be overtaken by the load below (x86 reorders a store with a later
@@ -318,6 +338,10 @@ fooError_t take_error(Stream* s) {
     message = std::move(s->failure);
   }
   return runtime::fail(fooErrorLaunchFailure, "%s (device %d)", message.c_str(), s->device);
+}
+
+void stop_workers() {
+  stopped.store(true, std::memory_order_release);
 }
 
 void wait_all_devices() {

@@ -1,0 +1,73 @@
+"""Process exit with work in flight: a process that exits without synchronising, while its streams
+still run kernels and idle threads hold streams and tensors, ends cleanly, with the exit code it chose,
+however it exits (returning, os._exit, an uncaught exception). The runtime drains the queues at exit
+and then stops its stream workers, so that no kernel runs while the libraries it calls are torn down
+(csrc/runtime/emulated/streams.cpp, Lifetime)."""
+
+# Each exit is a process of its own, forked before the runtime is initialised (which is allowed):
+# the fork costs milliseconds where a new interpreter costs seconds. The child initialises the
+# device, queues work, and exits. The parent waits a bounded time for each child.
+PROGRAM = """
+import os, sys, threading, time
+import torch, torch_foo
+
+assert not torch.foo.is_initialized()
+DEVICES = torch.foo.device_count()
+
+
+def busy_then_exit(how):
+    streams = [torch.foo.Stream(f"foo:{i % DEVICES}") for i in range(4)]
+    held = []
+
+    def hold(stream):  # holds a stream and its tensors, then idles until the process ends
+        with torch.foo.stream(stream):
+            x = torch.randn(128, 128, device=stream.device)
+            held.append(x @ x)
+        time.sleep(1000)
+
+    for stream in streams:
+        threading.Thread(target=hold, args=(stream,), daemon=True).start()
+    for stream in streams:
+        with torch.foo.stream(stream):
+            torch.foo._sleep(20_000)
+            x = torch.randn(256, 256, device=stream.device)
+            for _ in range(10):
+                x = (x @ x).tanh()  # queued behind the sleep: still running at exit
+    while len(held) < len(streams):
+        time.sleep(0.001)
+    if how == "return":
+        sys.exit(0)
+    if how == "os._exit":
+        os._exit(0)
+    raise RuntimeError("uncaught on purpose")
+
+
+def wait(pid, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+statuses = []
+for how in ["return", "os._exit", "exception"] * 4:
+    pid = os.fork()
+    if pid == 0:
+        busy_then_exit(how)  # never returns here: the child exits
+    statuses.append((how, wait(pid)))
+print("statuses:", statuses)
+"""
+
+
+def test_exit_with_work_in_flight_and_threads_holding_streams(run_python):
+    result = run_python(PROGRAM)
+    assert result.returncode == 0, result.stdout + result.stderr
+    expected = [("return", 0), ("os._exit", 0), ("exception", 1)] * 4
+    assert f"statuses: {expected}" in result.stdout, result.stdout + result.stderr
+    assert result.stderr.count("RuntimeError: uncaught on purpose") == 4
+    assert "terminate called" not in result.stderr and "Sanitizer" not in result.stderr, result.stderr

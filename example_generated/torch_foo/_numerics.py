@@ -1,0 +1,42 @@
+"""Python-level algorithm choices that PyTorch makes by device type, taken as the CPU's.
+
+Some of PyTorch's Python code picks an algorithm or an accumulation dtype from a table keyed by
+``device.type``, with entries for "cpu" and "cuda" and a generic default for any other device. The
+foo device computes with the CPU's kernels (the emulated device's math library is ATen's CPU
+code), so the generic default would give it other numerics than the CPU for the same kernels: in
+bfloat16, ``F.linear_cross_entropy(..., options=LinearCrossEntropyOptions())`` would accumulate in
+bfloat16 instead of float32, and its results would differ from the CPU's beyond OpInfo's tolerances.
+
+A device with its own math library chooses here what suits its kernels (CUDA's entries are the
+example), or removes a choice to get PyTorch's generic default.
+"""
+
+import torch
+
+
+def _linear_cross_entropy_like_cpu(name: str) -> None:
+    """F.linear_cross_entropy's chunked path: the CPU's "auto" accumulation policy and dtype."""
+    try:
+        from torch.nn.modules import linear_cross_entropy_options as options
+    except ImportError:  # a torch without the chunked linear_cross_entropy
+        return
+    defaults = getattr(options, "_AUTO_DEFAULTS", None)
+    resolve = getattr(options.LinearCrossEntropyOptions, "_resolve_auto_acc_dtype", None)
+    if defaults is None or resolve is None or getattr(resolve, "_torch_foo_as_cpu", False):
+        return
+    for (device_type, dtype), choice in list(defaults.items()):
+        if device_type == "cpu":
+            defaults[(name, dtype)] = choice
+
+    def resolve_as_cpu(dtype: torch.dtype, device: torch.device | None) -> torch.dtype | None:
+        if device is not None and device.type == name:
+            device = torch.device("cpu")
+        return resolve(dtype, device)
+
+    resolve_as_cpu._torch_foo_as_cpu = True
+    options.LinearCrossEntropyOptions._resolve_auto_acc_dtype = staticmethod(resolve_as_cpu)
+
+
+def use_cpu_choices(name: str) -> None:
+    """Gives device type `name` the CPU's entries in PyTorch's per-device algorithm tables."""
+    _linear_cross_entropy_like_cpu(name)
