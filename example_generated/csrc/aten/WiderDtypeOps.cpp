@@ -51,6 +51,19 @@
 namespace torch_foo {
 namespace {
 
+// An out= variant's tail: the result into `out`, with the CPU kernels' dtype check and resize.
+at::Tensor& write_out(const at::Tensor& result, at::Tensor& out) {
+  TORCH_CHECK(
+      c10::canCast(result.scalar_type(), out.scalar_type()),
+      "result type ",
+      result.scalar_type(),
+      " can't be cast to the desired output type ",
+      out.scalar_type());
+  out.resize_(result.sizes());
+  out.copy_(result);
+  return out;
+}
+
 // ---- histc of integers ------------------------------------------------------------------------
 
 bool integer_histc(const at::Tensor& self) {
@@ -140,15 +153,7 @@ struct FftArguments<at::Tensor (*)(const at::Tensor&, A...)> {
         return transform_out(self, args..., out);
       }
       const at::Tensor result = call(self, args...);
-      TORCH_CHECK(
-          c10::canCast(result.scalar_type(), out.scalar_type()),
-          "result type ",
-          result.scalar_type(),
-          " can't be cast to the desired output type ",
-          out.scalar_type());
-      out.resize_(result.sizes());
-      out.copy_(result);
-      return out;
+      return write_out(result, out);
     }
   };
 };
@@ -211,15 +216,7 @@ at::Tensor& nansum_out(
     return run_on_cpu<at::_ops::nansum_out>(self, dim, keepdim, dtype, out);
   }
   const at::Tensor result = nansum_complex(self, dim, keepdim, dtype);
-  TORCH_CHECK(
-      c10::canCast(result.scalar_type(), out.scalar_type()),
-      "result type ",
-      result.scalar_type(),
-      " can't be cast to the desired output type ",
-      out.scalar_type());
-  out.resize_(result.sizes());
-  out.copy_(result);
-  return out;
+  return write_out(result, out);
 }
 
 } // namespace

@@ -28,6 +28,34 @@
 namespace torch_foo::distributed {
 namespace {
 
+// CPU tensors go to the host Gloo group as new tensor objects over the same memory. Gloo's worker
+// thread drops its references to a finished operation's tensors after it has woken the caller; the
+// last reference to a tensor that Python owns releases its Python object, which needs the
+// interpreter, and an interpreter already shutting down (a script that ends right after a
+// collective) ends that thread inside the destructor: the process aborted at exit ("terminate
+// called without an active exception"). A detached tensor has no Python object to release.
+at::Tensor unowned(const at::Tensor& t) {
+  return t.detach();
+}
+
+std::vector<at::Tensor> unowned(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> result;
+  result.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    result.push_back(unowned(t));
+  }
+  return result;
+}
+
+std::vector<std::vector<at::Tensor>> unowned(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> result;
+  result.reserve(lists.size());
+  for (const auto& list : lists) {
+    result.push_back(unowned(list));
+  }
+  return result;
+}
+
 class CclBackend final : public c10d::Backend {
  public:
   CclBackend(
@@ -75,7 +103,8 @@ class CclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduce(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     return allreduce_coalesced_as(tensors, opts.reduceOp, opts.timeout, c10d::OpType::ALLREDUCE, "all_reduce", [&] {
-      return host_->allreduce(tensors, opts);
+      auto host = unowned(tensors);
+      return host_->allreduce(host, opts);
     });
   }
 
@@ -83,7 +112,8 @@ class CclBackend final : public c10d::Backend {
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
     return allreduce_coalesced_as(
         tensors, opts.reduceOp, opts.timeout, c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", [&] {
-          return host_->allreduce_coalesced(tensors, opts);
+          auto host = unowned(tensors);
+          return host_->allreduce_coalesced(host, opts);
         });
   }
 
@@ -91,7 +121,10 @@ class CclBackend final : public c10d::Backend {
       std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(tensors)) {
-      return group_.host_call([&] { return host_->broadcast(tensors, opts); });
+      return group_.host_call([&] {
+        auto host = unowned(tensors);
+        return host_->broadcast(host, opts);
+      });
     }
     const at::Tensor& t = args_.single(tensors, "broadcast", /*elementwise=*/true);
     args_.check_root(opts.rootRank, "broadcast");
@@ -110,7 +143,10 @@ class CclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(tensors)) {
-      return group_.host_call([&] { return host_->reduce(tensors, opts); });
+      return group_.host_call([&] {
+        auto host = unowned(tensors);
+        return host_->reduce(host, opts);
+      });
     }
     at::Tensor t = args_.single(tensors, "reduce", /*elementwise=*/true);
     args_.check_root(opts.rootRank, "reduce");
@@ -172,7 +208,11 @@ class CclBackend final : public c10d::Backend {
       const c10d::ReduceScatterOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(outputs)) {
-      return group_.host_call([&] { return host_->reduce_scatter(outputs, inputs, opts); });
+      return group_.host_call([&] {
+        auto host_outputs = unowned(outputs);
+        auto host_inputs = unowned(inputs);
+        return host_->reduce_scatter(host_outputs, host_inputs, opts);
+      });
     }
     at::Tensor out = args_.single(outputs, "reduce_scatter", /*elementwise=*/false);
     TORCH_CHECK(inputs.size() == 1, kName, ": reduce_scatter takes one input list per process");
@@ -211,7 +251,11 @@ class CclBackend final : public c10d::Backend {
       const c10d::AllToAllOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host({output, input})) {
-      return group_.host_call([&] { return host_->alltoall_base(output, input, output_splits, input_splits, opts); });
+      return group_.host_call([&] {
+        auto host_output = unowned(output);
+        auto host_input = unowned(input);
+        return host_->alltoall_base(host_output, host_input, output_splits, input_splits, opts);
+      });
     }
     args_.check_pair(output, input, "all_to_all_single");
     const std::vector<size_t> send_counts = args_.split_counts(input, input_splits, "input");
@@ -238,7 +282,11 @@ class CclBackend final : public c10d::Backend {
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllToAllOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(outputs)) {
-      return group_.host_call([&] { return host_->alltoall(outputs, inputs, opts); });
+      return group_.host_call([&] {
+        auto host_outputs = unowned(outputs);
+        auto host_inputs = unowned(inputs);
+        return host_->alltoall(host_outputs, host_inputs, opts);
+      });
     }
     TORCH_CHECK(
         inputs.size() == static_cast<size_t>(size_) && outputs.size() == inputs.size(),
@@ -282,7 +330,11 @@ class CclBackend final : public c10d::Backend {
       const c10d::GatherOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(inputs)) {
-      return group_.host_call([&] { return host_->gather(outputs, inputs, opts); });
+      return group_.host_call([&] {
+        auto host_outputs = unowned(outputs);
+        auto host_inputs = unowned(inputs);
+        return host_->gather(host_outputs, host_inputs, opts);
+      });
     }
     const at::Tensor& in = args_.single(inputs, "gather", /*elementwise=*/false);
     args_.check_root(opts.rootRank, "gather");
@@ -325,7 +377,11 @@ class CclBackend final : public c10d::Backend {
       const c10d::ScatterOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(outputs)) {
-      return group_.host_call([&] { return host_->scatter(outputs, inputs, opts); });
+      return group_.host_call([&] {
+        auto host_outputs = unowned(outputs);
+        auto host_inputs = unowned(inputs);
+        return host_->scatter(host_outputs, host_inputs, opts);
+      });
     }
     const at::Tensor& out = args_.single(outputs, "scatter", /*elementwise=*/false);
     args_.check_root(opts.rootRank, "scatter");
@@ -360,7 +416,10 @@ class CclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(tensors)) {
-      return group_.host_call([&] { return host_->send(tensors, dst, tag); });
+      return group_.host_call([&] {
+        auto host = unowned(tensors);
+        return host_->send(host, dst, tag);
+      });
     }
     const at::Tensor& t = args_.single(tensors, "send", /*elementwise=*/false);
     args_.check_peer(dst, "send");
@@ -376,7 +435,10 @@ class CclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(tensors)) {
-      return group_.host_call([&] { return host_->recv(tensors, src, tag); });
+      return group_.host_call([&] {
+        auto host = unowned(tensors);
+        return host_->recv(host, src, tag);
+      });
     }
     const at::Tensor& t = args_.single(tensors, "recv", /*elementwise=*/false);
     args_.check_peer(src, "recv");
@@ -464,8 +526,10 @@ class CclBackend final : public c10d::Backend {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(inputs)) {
       return group_.host_call([&] {
-        return type == c10d::OpType::ALLGATHER ? host_->allgather(output_lists, inputs, opts)
-                                               : host_->allgather_coalesced(output_lists, inputs, opts);
+        auto host_outputs = unowned(output_lists);
+        auto host_inputs = unowned(inputs);
+        return type == c10d::OpType::ALLGATHER ? host_->allgather(host_outputs, host_inputs, opts)
+                                               : host_->allgather_coalesced(host_outputs, host_inputs, opts);
       });
     }
     TORCH_CHECK(
@@ -504,10 +568,12 @@ class CclBackend final : public c10d::Backend {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(outputs)) {
       return group_.host_call([&] {
+        auto host_outputs = unowned(outputs);
+        auto host_inputs = unowned(inputs);
         if (type == c10d::OpType::_ALLGATHER_BASE) {
-          return host_->_allgather_base(outputs[0], inputs[0], opts);
+          return host_->_allgather_base(host_outputs[0], host_inputs[0], opts);
         }
-        return host_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+        return host_->allgather_into_tensor_coalesced(host_outputs, host_inputs, opts);
       });
     }
     TORCH_CHECK(
@@ -546,10 +612,12 @@ class CclBackend final : public c10d::Backend {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (args_.on_host(outputs)) {
       return group_.host_call([&] {
+        auto host_outputs = unowned(outputs);
+        auto host_inputs = unowned(inputs);
         if (type == c10d::OpType::_REDUCE_SCATTER_BASE) {
-          return host_->_reduce_scatter_base(outputs[0], inputs[0], opts);
+          return host_->_reduce_scatter_base(host_outputs[0], host_inputs[0], opts);
         }
-        return host_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+        return host_->reduce_scatter_tensor_coalesced(host_outputs, host_inputs, opts);
       });
     }
     TORCH_CHECK(
