@@ -118,7 +118,7 @@ def test_in_place_view_ops_change_the_tensor_itself(device):
         matrix.transpose_(0, 1).unsqueeze_(0).squeeze_(0)
         results[dev] = (view, matrix)
         assert view.untyped_storage().data_ptr() == storage.untyped_storage().data_ptr()
-    for name, on_cpu, on_device in zip(("as_strided_", "transpose_"), results["cpu"], results[device]):
+    for name, on_cpu, on_device in zip(("as_strided_", "transpose_"), results["cpu"], results[device], strict=True):
         assert on_device.shape == on_cpu.shape, name
         assert on_device.stride() == on_cpu.stride(), name
         assert on_device.storage_offset() == on_cpu.storage_offset(), name
