@@ -106,6 +106,25 @@ def test_writes_through_views_reach_the_base(device):
     assert_close(base.cpu(), expected)
 
 
+def test_in_place_view_ops_change_the_tensor_itself(device):
+    # as_strided_, transpose_, unsqueeze_ restride the tensor over the same storage: as_strided_ may
+    # reach storage outside a view's elements and counts its offset from the storage's start.
+    results = {}
+    for dev in ("cpu", device):
+        storage = torch.arange(12.0, device=dev)
+        view = storage[2:]
+        view.as_strided_((2, 3), (3, 1), 1)
+        matrix = storage.view(3, 4)
+        matrix.transpose_(0, 1).unsqueeze_(0).squeeze_(0)
+        results[dev] = (view, matrix)
+        assert view.untyped_storage().data_ptr() == storage.untyped_storage().data_ptr()
+    for name, on_cpu, on_device in zip(("as_strided_", "transpose_"), results["cpu"], results[device], strict=True):
+        assert on_device.shape == on_cpu.shape, name
+        assert on_device.stride() == on_cpu.stride(), name
+        assert on_device.storage_offset() == on_cpu.storage_offset(), name
+        assert_close(on_device.cpu(), on_cpu, msg=name)
+
+
 def test_complex_views(device):
     z = torch.tensor([1 + 2j, 3 - 4j], device=device)
     real = torch.view_as_real(z)

@@ -255,7 +255,6 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
     // Resized by the kernel that made `self` (the CPU fallback's out= arguments): with its layout
     // too, which the CPU's kernels take from their inputs (x.t().abs() is transposed; found by
     // tests/test_fuzz.py). A dense layout fits the storage the resize made for a contiguous one.
-    // (set_, not as_strided_: that one reaches the CPU fallback, which changes only the CPU copy.)
     dst.resize_(self.sizes());
     if (self.is_non_overlapping_and_dense() && dst.strides() != self.strides()) {
       dst.set_(dst.storage(), dst.storage_offset(), self.sizes(), self.strides());

@@ -187,6 +187,12 @@ void route_structured_ops_to_fallback() {
       if (returns_view) {
         continue; // the fallback would return a copy where a view is expected
       }
+      if (op->hasTag(at::Tag::inplace_view)) {
+        // as_strided_, transpose_, unsqueeze_: they change the tensor's metadata only, which the generic
+        // kernel does for any device. Run on a CPU copy, as_strided_ could not reach the storage around
+        // a view, and its storage offset would count from the copy's start.
+        continue;
+      }
       const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
       library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
     }
