@@ -3,10 +3,12 @@
     python benchmarks/bench_distributed.py [--world-size 2]
 
 Starts the ranks on this host (one per device) in one process group "cpu:gloo,foo:fooccl":
-CPU tensors go to torch's own Gloo backend, foo tensors to fooccl, which stages them through
-pinned host memory and exchanges them with Gloo as well. So the ratio is what the device path
-costs on top of Gloo itself: the copies to and from device memory, the stream ordering and the
-check that all ranks make the same call. The last column leaves that check out
+CPU tensors go to torch's own Gloo backend, foo tensors to fooccl, which exchanges them with
+Gloo as well: in place when the driver says the host may access device memory (the emulated device
+outside strict memory mode; FOO_STRICT_MEMORY=1 measures the staged path instead), else
+staged through pinned host memory. So the ratio is what the device path costs on top of Gloo
+itself: the stream ordering, the check that all ranks make the same call, and the copies to and
+from device memory where it stages. The last column leaves that check out
 (FOO_CCL_CHECK_CALLS=0), to show what it costs. Bandwidth is the tensor's size over the time of
 one all_reduce (sum, float32), the median of interleaved rounds; the device's time includes the
 copy of the result back into device memory (torch.foo.synchronize).
@@ -67,6 +69,9 @@ def rank_main(rank: int, world_size: int, port: int) -> None:
     if rank == 0:
         print_setup(DEVICE)
         print(f"{world_size} ranks on this host, one {DEVICE} device each; all_reduce (sum) of float32 tensors")
+        in_place = torch.foo.get_device_properties(0).host_accesses_device_memory
+        path = "in place (the host accesses device memory)" if in_place else "staged through pinned host memory"
+        print(f"fooccl reaches device memory {path}")
     rows = []
     for size, calls in SIZES.items():
         cpu = torch.ones(size // 4)

@@ -5,6 +5,7 @@ what the collectives compute against the same computation on the CPU. Training w
 test_distributed_training.py, bad input and faults in test_distributed_faults.py.
 """
 
+import pytest
 import torch.distributed as dist
 
 import torch_foo.distributed
@@ -14,6 +15,19 @@ torch.foo.set_device(rank)
 dist.init_process_group("fooccl")
 device = torch.device("foo", rank)
 """
+
+
+@pytest.fixture(params=["staged", "in_place"])
+def memory(request):
+    """The two ways the backend reaches device memory, as environment for run_ranks: staged through
+    pinned host buffers (a device whose memory the host cannot access: strict memory mode), or in
+    place for all_reduce and broadcast (the driver reports hostAccessesDeviceMemory)."""
+    in_place = request.param == "in_place"
+    check = f"""
+import torch
+assert torch.foo.get_device_properties(0).host_accesses_device_memory is {in_place}
+"""
+    return check, {"FOO_STRICT_MEMORY": "0" if in_place else "1"}
 
 
 def test_backend_is_registered_for_the_device():
@@ -26,9 +40,9 @@ def test_backend_is_registered_for_the_device():
     assert dist.Backend.backend_list.count("fooccl") == 1
 
 
-def test_reductions_match_the_cpu(run_ranks):
+def test_reductions_match_the_cpu(run_ranks, memory):
     run_ranks(
-        SETUP,
+        memory[0] + SETUP,
         """
         def per_rank(r, dtype):  # what rank r contributes
             return (torch.arange(1, 7) + r).to(dtype)
@@ -94,12 +108,13 @@ def test_reductions_match_the_cpu(run_ranks):
         assert b.cpu().eq(sum(range(1, world_size + 1))).all()
         print("ok")
         """,
+        **memory[1],
     )
 
 
-def test_data_movement_matches_the_cpu(run_ranks):
+def test_data_movement_matches_the_cpu(run_ranks, memory):
     run_ranks(
-        SETUP,
+        memory[0] + SETUP,
         """
         def mine(r, dtype=torch.float32, n=6):
             return (torch.arange(n) + 100 * r).to(dtype)
@@ -157,12 +172,13 @@ def test_data_movement_matches_the_cpu(run_ranks):
         dist.barrier()
         print("ok")
         """,
+        **memory[1],
     )
 
 
-def test_point_to_point_and_object_collectives(run_ranks):
+def test_point_to_point_and_object_collectives(run_ranks, memory):
     run_ranks(
-        SETUP,
+        memory[0] + SETUP,
         """
         peer = 1 - rank
         # blocking send/recv in both orders: a receive never holds back the matching send
@@ -220,6 +236,7 @@ def test_point_to_point_and_object_collectives(run_ranks):
         assert c.tolist() == [float(sum(range(1, world_size + 1)))] * 3
         print("ok")
         """,
+        **memory[1],
     )
 
 
@@ -257,9 +274,9 @@ def test_every_way_to_start_a_process_group(run_ranks):
     )
 
 
-def test_collectives_are_ordered_with_the_streams(run_ranks):
+def test_collectives_are_ordered_with_the_streams(run_ranks, memory):
     run_ranks(
-        SETUP,
+        memory[0] + SETUP,
         """
         # The input is written by device work still queued on the current stream (behind a busy
         # kernel): the collective runs after it, without the host waiting for the device.
@@ -299,4 +316,5 @@ def test_collectives_are_ordered_with_the_streams(run_ranks):
         assert t.cpu().eq(world_size**5).all()
         print("ok")
         """,
+        **memory[1],
     )

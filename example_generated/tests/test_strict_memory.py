@@ -27,6 +27,7 @@ def permissions(address: int) -> str:
 def test_device_memory_is_inaccessible_in_this_suite(device):
     x = torch.ones(1024, device=device)
     assert permissions(x.data_ptr()).startswith("---")
+    assert not torch.foo.get_device_properties(device).host_accesses_device_memory  # the driver says so
     assert permissions(torch.ones(1024).data_ptr()).startswith("rw")
     assert (x + 1).sum().item() == 2048  # the runtime and kernels still reach it
 
@@ -51,10 +52,12 @@ def test_without_strict_mode_host_code_can_read_device_memory(run_python):
         x = torch.arange(4.0, device="foo")
         torch.foo.synchronize()
         print(list(struct.unpack("4f", ctypes.string_at(x.data_ptr(), 16))))
+        print("host access:", torch.foo.get_device_properties(0).host_accesses_device_memory)
     """
     result = run_python(code, FOO_STRICT_MEMORY="0")
     assert result.returncode == 0, result.stderr
     assert "[0.0, 1.0, 2.0, 3.0]" in result.stdout
+    assert "host access: True" in result.stdout
 
 
 def test_pinned_memory_stays_host_memory():

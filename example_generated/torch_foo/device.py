@@ -107,6 +107,7 @@ class DeviceProperties(NamedTuple):
     minor: int
     max_threads_per_block: int
     shared_memory_per_block: int
+    host_accesses_device_memory: bool  # host code may read and write device memory through device pointers
 
 
 def get_device_properties(device: Any = None) -> DeviceProperties:

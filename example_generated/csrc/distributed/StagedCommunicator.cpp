@@ -9,6 +9,14 @@
 // a block out again before the stream has passed its last use. Transport.h says where a port
 // replaces Gloo; Communicator.h where it replaces all of this.
 //
+// A device whose memory the host may access directly (fooDeviceProp::hostAccessesDeviceMemory:
+// the emulated device outside strict memory mode, hardware with coherent host-mapped memory) skips
+// the staging for all_reduce and broadcast, the collectives that work in place: the host function
+// hands the transport the device memory itself. It runs in the same place on the stream as the
+// staged exchange, after the work queued before the call and before the work queued after it, so
+// the ordering is the same. The other collectives stage on every device (they are not in place,
+// and their buffers may overlap: FSDP2 gathers from a slice of the output).
+//
 // Before exchanging, each collective compares what every rank called (collective, dtype, count,
 // root, reduction; the split sizes of all_to_all) with one small all_gather, and fails on every rank
 // with a message naming the difference. Without it, ranks that disagree exchange garbage (another
@@ -124,7 +132,11 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
  public:
   StagedCommunicator(
       std::shared_ptr<Transport> collectives, std::shared_ptr<Transport> p2p, c10::Device device, bool check_calls)
-      : collectives_(std::move(collectives)), p2p_(std::move(p2p)), device_(device), check_calls_(check_calls) {}
+      : collectives_(std::move(collectives)),
+        p2p_(std::move(p2p)),
+        device_(device),
+        check_calls_(check_calls),
+        in_place_(host_accesses_memory(device)) {}
 
   int rank() const override {
     return collectives_->rank();
@@ -142,22 +154,38 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
       const void* send, void* recv, size_t count, c10::ScalarType dtype, ReduceOp op, c10::Stream stream, Done done)
       override {
     const c10::DeviceGuard guard(device_);
+    const Signature signature{Call::AllReduce, dtype, to_i64(count), -1, static_cast<int64_t>(op)};
+    if (in_place_) {
+      if (send != recv && count > 0) {
+        const auto kind = fooMemcpyDeviceToDevice;
+        FOO_CHECK(fooMemcpyAsync(recv, send, bytes(count, dtype), kind, native_stream(stream)));
+      }
+      run(stream, std::move(done), signature, [this, recv, count, dtype, op] {
+        collectives_->all_reduce(recv, count, dtype, op);
+      });
+      return;
+    }
     const c10::DataPtr buffer = stage_in(send, count, dtype, stream);
-    run(stream,
-        std::move(done),
-        Signature{Call::AllReduce, dtype, to_i64(count), -1, static_cast<int64_t>(op)},
-        [this, data = buffer.get(), count, dtype, op] { collectives_->all_reduce(data, count, dtype, op); });
+    run(stream, std::move(done), signature, [this, data = buffer.get(), count, dtype, op] {
+      collectives_->all_reduce(data, count, dtype, op);
+    });
     stage_out(buffer, recv, count, dtype, stream);
   }
 
   void broadcast(void* buffer, size_t count, c10::ScalarType dtype, int root, c10::Stream stream, Done done) override {
     const c10::DeviceGuard guard(device_);
+    const Signature signature{Call::Broadcast, dtype, to_i64(count), root};
+    if (in_place_) {
+      run(stream, std::move(done), signature, [this, buffer, count, dtype, root] {
+        collectives_->broadcast(buffer, bytes(count, dtype), root);
+      });
+      return;
+    }
     const bool is_root = rank() == root;
     const c10::DataPtr host = is_root ? stage_in(buffer, count, dtype, stream) : pinned(count, dtype);
-    run(stream,
-        std::move(done),
-        Signature{Call::Broadcast, dtype, to_i64(count), root},
-        [this, data = host.get(), count, dtype, root] { collectives_->broadcast(data, bytes(count, dtype), root); });
+    run(stream, std::move(done), signature, [this, data = host.get(), count, dtype, root] {
+      collectives_->broadcast(data, bytes(count, dtype), root);
+    });
     if (!is_root) {
       stage_out(host, buffer, count, dtype, stream);
     }
@@ -317,6 +345,13 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
     return count * c10::elementSize(dtype);
   }
 
+  // Whether the transport may work on `device`'s memory itself (the runtime's answer).
+  static bool host_accesses_memory(c10::Device device) {
+    fooDeviceProp prop;
+    FOO_CHECK(fooGetDeviceProperties(&prop, device.index()));
+    return prop.hostAccessesDeviceMemory != 0;
+  }
+
   static c10::DataPtr pinned(size_t count, c10::ScalarType dtype) {
     return host_allocator()->allocate(bytes(count, dtype));
   }
@@ -434,6 +469,7 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
   const std::shared_ptr<Transport> p2p_;
   const c10::Device device_;
   const bool check_calls_;
+  const bool in_place_; // all_reduce and broadcast work on device memory, unstaged
   std::mutex mutex_;
   std::exception_ptr failure_;
 };

@@ -50,6 +50,7 @@ py::dict device_properties(c10::DeviceIndex device) {
   d["shared_memory_per_block"] = prop.sharedMemPerBlock;
   d["major"] = prop.major;
   d["minor"] = prop.minor;
+  d["host_accesses_device_memory"] = prop.hostAccessesDeviceMemory != 0;
   return d;
 }
 

@@ -12,7 +12,8 @@
 //    fooGetLastErrorMessage() gives the details of the last failure on the calling thread;
 //  - the current device is per host thread (fooSetDevice / fooGetDevice) and starts at 0;
 //  - device pointers are unified: a pointer identifies its device (fooPointerGetAttributes);
-//    host code never dereferences them, kernels and copies do;
+//    host code never dereferences them, kernels and copies do, unless the device reports
+//    hostAccessesDeviceMemory (fooDeviceProp);
 //  - work runs asynchronously on streams, in order within a stream. A NULL stream is the default
 //    stream of the current device (an ordinary stream: it does not synchronise with the others).
 //    Functions with the Async suffix, kernel and host-function launches and event records only
@@ -103,6 +104,12 @@ typedef struct fooDeviceProp {
   size_t sharedMemPerBlock; // the most shared memory one block may ask for
   int major; // capability, reported through torch.accelerator.get_device_capability
   int minor;
+  // 1 if host code may read and write this device's memory through device pointers, coherently
+  // with the device once the work that uses the memory has finished (CUDA reports the like as
+  // cudaDevAttrPageableMemoryAccess / cudaDevAttrDirectManagedMemAccessFromHost on coherent
+  // systems); 0 if device memory is reachable only through copies and kernels. With 1, collectives
+  // may exchange device memory in place instead of staging it through host buffers.
+  int hostAccessesDeviceMemory;
 } fooDeviceProp;
 
 // A launch geometry: a grid of blocks, or the threads of one block.

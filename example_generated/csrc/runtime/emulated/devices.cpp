@@ -46,6 +46,8 @@ fooError_t device_properties(int device, fooDeviceProp* prop) {
   prop->sharedMemPerBlock = kSharedMemPerBlock;
   prop->major = 1;
   prop->minor = 0;
+  // Device memory is host memory, except in strict memory mode, which keeps the host out of it.
+  prop->hostAccessesDeviceMemory = config().strict ? 0 : 1;
   return fooSuccess;
 }
 
