@@ -145,8 +145,10 @@ def reuse_build(built: Path, project: Path) -> Path:
     (scripts/checks.py build_inputs_digest: equal C++ sources, setup.py and package, so the same
     binary), instead of compiling it again; returns the interpreter to test `project` with: the
     environment of `built`, whose installed entry points name the same modules. run_tests puts
-    `project` first on the module path, so its package (with the copied extension) is the one imported."""
-    for path in compiled_files(built):
+    `project` first on the module path, so its package (with the copied extension) is the one imported.
+    The driver's static libraries come too: tests/test_runtime.py links its conformance programs with them."""
+    libraries = (path.relative_to(built) for path in built.glob("build/temp.*/lib*.a") if path.is_file())
+    for path in [*compiled_files(built), *libraries]:
         target = project / path
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built / path, target)

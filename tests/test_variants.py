@@ -130,14 +130,24 @@ def test_build_digest_ignores_only_dependency_lists_of_pyproject(tmp_path):
 def test_a_reused_build_gives_the_project_its_compiled_extension(tmp_path):
     built, reuser = tmp_path / "built", tmp_path / "reuser"
     extension = Path("torch_foo", "_C.cpython-311-x86_64-linux-gnu.so")
-    for path in (extension, Path("build/lib/torch_foo/_C.so"), Path(".venv/lib/site-packages/other.so")):
+    runtime = Path("build/temp.linux-x86_64-cpython-311/libfoo_runtime.a")  # tests/test_runtime.py links it
+    objects = Path("build/temp.linux-x86_64-cpython-311/csrc/core/Device.o")
+    for path in (
+        extension,
+        runtime,
+        objects,
+        Path("build/lib/torch_foo/_C.so"),
+        Path(".venv/lib/site-packages/other.so"),
+    ):
         (built / path).parent.mkdir(parents=True, exist_ok=True)
         (built / path).write_bytes(b"compiled " + str(path).encode())
     (reuser / "torch_foo").mkdir(parents=True)
     python = project.reuse_build(built, reuser)
     assert python == built / ".venv" / "bin" / "python"
     assert sorted(p.relative_to(reuser) for p in reuser.rglob("*.so")) == [extension]
-    assert (reuser / extension).read_bytes() == (built / extension).read_bytes()
+    assert sorted(p.relative_to(reuser) for p in (reuser / "build").rglob("*") if p.is_file()) == [runtime]
+    for path in (extension, runtime):
+        assert (reuser / path).read_bytes() == (built / path).read_bytes()
 
 
 @pytest.mark.slow
