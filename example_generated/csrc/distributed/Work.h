@@ -211,8 +211,16 @@ class CclWork final : public c10d::Work {
     streams_.push_back(stream);
   }
 
+  // Kept as new tensor objects over the caller's memory (result() and the future's value see the
+  // same data): the watchdog thread may drop the last reference to this Work after the caller has
+  // moved on, and releasing a tensor that Python owns there needs the interpreter; one already
+  // finalizing (a script ending right after a collective) ends that thread inside the destructor,
+  // and the process aborts ("terminate called without an active exception"; torchrun's rank 1 of
+  // examples/ddp.py in CI).
   void add_outputs(const std::vector<at::Tensor>& tensors) {
-    outputs_.insert(outputs_.end(), tensors.begin(), tensors.end());
+    for (const at::Tensor& t : tensors) {
+      outputs_.push_back(t.defined() ? t.detach() : t);
+    }
   }
 
   // Collectives on CPU tensors that joined this Work during coalescing (run by the host Gloo group).
