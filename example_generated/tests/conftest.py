@@ -47,6 +47,27 @@ def run_python():
     return run
 
 
+# Source for programs that fork (tests/test_exit.py, tests/test_fork.py): wait(pid) reaps a child
+# within a bounded time and returns its exit code, or kills it and returns "hung".
+REAP_CHILD = """\
+import os, time
+
+
+def wait(pid, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+"""
+
+
 RANK_PRELUDE = """\
 import os
 import torch

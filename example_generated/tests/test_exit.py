@@ -4,9 +4,11 @@ however it exits (returning, os._exit, an uncaught exception). The runtime drain
 and then stops its stream workers, so that no kernel runs while the libraries it calls are torn down
 (csrc/runtime/emulated/streams.cpp, Lifetime)."""
 
+from conftest import REAP_CHILD
+
 # Each exit is a process of its own, forked before the runtime is initialised (which is allowed):
 # the fork costs milliseconds where a new interpreter costs seconds. The child initialises the
-# device, queues work, and exits. The parent waits a bounded time for each child.
+# device, queues work, and exits. The parent waits a bounded time for each child (REAP_CHILD).
 PROGRAM = """
 import os, sys, threading, time
 import torch, torch_foo
@@ -42,18 +44,6 @@ def busy_then_exit(how):
     raise RuntimeError("uncaught on purpose")
 
 
-def wait(pid, seconds=60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    return "hung"
-
-
 statuses = []
 for how in ["return", "os._exit", "exception"] * 4:
     pid = os.fork()
@@ -65,7 +55,7 @@ print("statuses:", statuses)
 
 
 def test_exit_with_work_in_flight_and_threads_holding_streams(run_python):
-    result = run_python(PROGRAM)
+    result = run_python(REAP_CHILD + PROGRAM)
     assert result.returncode == 0, result.stdout + result.stderr
     expected = [("return", 0), ("os._exit", 0), ("exception", 1)] * 4
     assert f"statuses: {expected}" in result.stdout, result.stdout + result.stderr

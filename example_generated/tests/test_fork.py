@@ -3,7 +3,10 @@ wording (not a hang) and torch.foo._is_in_bad_fork() says so; a child forked bef
 works, and so do 'spawn' children. Storms of forked and spawned children while the parent's streams are
 busy leave the parent's results intact, and every child exits normally."""
 
+import textwrap
+
 import pytest
+from conftest import REAP_CHILD
 
 # PyTorch's wording (torch.cuda's, with this device's name), so code written against CUDA's message works.
 FORKED_MESSAGE = (
@@ -96,17 +99,6 @@ def test_a_fork_storm_with_busy_streams(run_python):
     code = """
         import os, sys, time, torch, torch_foo
 
-        def wait(pid, seconds=60):
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return os.waitstatus_to_exitcode(status)
-                time.sleep(0.01)
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            return "hung"
-
         devices = torch.foo.device_count()
         streams = [torch.foo.Stream(f"foo:{i % devices}") for i in range(4)]
         totals = []
@@ -131,7 +123,7 @@ def test_a_fork_storm_with_busy_streams(run_python):
         print("statuses:", statuses)
         print("totals:", [total.sum().item() for total in totals])
     """
-    result = run_python(code)
+    result = run_python(REAP_CHILD + textwrap.dedent(code))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"statuses: {[0] * 16}" in result.stdout, result.stdout + result.stderr
     assert f"totals: {[16000.0] * 4}" in result.stdout
