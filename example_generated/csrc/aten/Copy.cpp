@@ -27,6 +27,7 @@
 
 #include "../core/DeviceAllocator.h"
 #include "../core/HostAllocator.h"
+#include "Copy.h"
 #include "OpLibrary.h"
 
 namespace torch_foo {
@@ -274,6 +275,29 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
 }
 
 } // namespace
+
+at::Tensor host_copy(const at::Tensor& src) {
+  at::Tensor host = empty_matching(src, src.scalar_type(), at::kCPU);
+  if (src.numel() > 0) {
+    copy_device_to_host(host, src, false);
+  }
+  return host;
+}
+
+at::Tensor device_copy(const at::Tensor& src, c10::Device device) {
+  at::Tensor dst = empty_matching(src, src.scalar_type(), device);
+  if (src.numel() > 0) {
+    copy_host_to_device(dst, src, false);
+  }
+  return dst;
+}
+
+void copy_into_device(const at::Tensor& dst, const at::Tensor& src) {
+  TORCH_INTERNAL_ASSERT(dst.sizes() == src.sizes() && dst.is_privateuseone() && src.is_cpu());
+  if (dst.numel() > 0 && !src.is_same(dst)) {
+    copy_host_to_device(dst, src, false);
+  }
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", _copy_from);

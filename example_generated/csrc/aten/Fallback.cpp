@@ -13,16 +13,22 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/_copy_from_and_resize.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
+#include "Copy.h"
 #include "WiderDtypes.h"
 
 namespace torch_foo {
@@ -127,6 +133,214 @@ void seed_cpu_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
 }
 
+// What the fallback needs to know about an operator's schema on every call, worked out on its
+// first call (parsing the schema's types and alias sets again each time costs as much as the copies
+// of small tensors).
+struct OpFacts {
+  explicit OpFacts(c10::OperatorName n) : name(std::move(n)) {}
+
+  c10::OperatorName name;
+  bool has_generator = false; // seed_cpu_generators has work
+  // Every tensor argument is a single Tensor (no lists), there is no Device argument, and every
+  // return is a new tensor, a written argument or not a tensor: run_direct() handles the call.
+  bool direct = true;
+  std::vector<size_t> tensors; // positions of the Tensor arguments
+  std::vector<bool> written; // for each of them: the operator writes it (in place, out=)
+  std::vector<int> returns; // for each return: the entry of `tensors` it is, kNewTensor or kNoTensor
+};
+
+constexpr int kNewTensor = -1;
+constexpr int kNoTensor = -2;
+
+bool is_tensor_type(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    return type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+  }
+  return type->kind() == c10::TypeKind::TensorType;
+}
+
+// True when a schema type holds tensors in another form than a single Tensor (lists, tuples) or is
+// a device (which the general path replaces by the CPU).
+bool needs_general_path(const c10::TypePtr& type) {
+  if (is_tensor_type(type)) {
+    return false;
+  }
+  if (type->kind() == c10::TypeKind::DeviceObjType) {
+    return true;
+  }
+  for (const auto& contained : type->containedTypes()) {
+    if (is_tensor_type(contained) || contained->kind() == c10::TypeKind::DeviceObjType ||
+        needs_general_path(contained)) { // Tensor[], Tensor?[], (Tensor, ...) ...
+      return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<OpFacts> facts_of(const c10::FunctionSchema& schema) {
+  auto facts = std::make_unique<OpFacts>(schema.operator_name());
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto& type = arguments[i].type();
+    facts->has_generator = facts->has_generator || is_generator(type);
+    if (is_tensor_type(type)) {
+      facts->tensors.push_back(i);
+      const auto* alias = arguments[i].alias_info();
+      facts->written.push_back(alias != nullptr && alias->isWrite());
+    } else if (needs_general_path(type)) {
+      facts->direct = false;
+    }
+  }
+  for (const auto& r : schema.returns()) {
+    const auto* alias = r.alias_info();
+    if (!is_tensor_type(r.type())) {
+      facts->direct = facts->direct && !needs_general_path(r.type()) && alias == nullptr;
+      facts->returns.push_back(kNoTensor);
+    } else if (alias == nullptr) {
+      facts->returns.push_back(kNewTensor);
+    } else if (!alias->isWrite()) {
+      facts->direct = false; // a view: the general path warns
+      facts->returns.push_back(kNoTensor);
+    } else {
+      int found = kNoTensor; // the written argument with the same alias set
+      for (size_t t = 0; t < facts->tensors.size() && found == kNoTensor; ++t) {
+        const auto* input = arguments[facts->tensors[t]].alias_info();
+        if (input != nullptr && (input == alias || *input == *alias)) {
+          found = static_cast<int>(t);
+        }
+      }
+      facts->direct = facts->direct && found != kNoTensor;
+      facts->returns.push_back(found);
+    }
+  }
+  return facts;
+}
+
+// Every operator's facts, by the address of its schema. Facts are never destroyed while the process
+// runs: a caller keeps a reference to them for the whole call, so a second thread that worked out the
+// same facts concurrently keeps the first ones, and an entry whose schema was freed with its library
+// (another schema now at that address) moves to `retired` instead of being deleted. The table itself
+// is never destroyed either (a thread still inside an operator while the process exits must not find
+// it torn down by static destructors).
+struct FactsTable {
+  std::shared_mutex mutex;
+  std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpFacts>> by_schema;
+  std::vector<std::unique_ptr<OpFacts>> retired;
+};
+
+FactsTable& facts_table() {
+  static auto* table = new FactsTable();
+  return *table;
+}
+
+// The facts of `op`, made on its first call (which is also when it joins fallback_ops()).
+const OpFacts& facts_for(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  FactsTable& table = facts_table();
+  {
+    std::shared_lock<std::shared_mutex> lock(table.mutex);
+    const auto it = table.by_schema.find(&schema);
+    // The name guards against a schema freed with its library and another one made at its address.
+    if (it != table.by_schema.end() && it->second->name == schema.operator_name()) {
+      return *it->second;
+    }
+  }
+  auto facts = facts_of(schema);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(seen_mutex);
+    first = seen_ops.insert(facts->name).second;
+  }
+  if (first && warn_on_fallback()) {
+    TORCH_WARN("foo: ", facts->name, " has no foo kernel and runs on the CPU fallback");
+  }
+  std::unique_lock<std::shared_mutex> lock(table.mutex);
+  auto [it, inserted] = table.by_schema.try_emplace(&schema);
+  if (!inserted) {
+    if (it->second->name == facts->name) {
+      return *it->second; // another thread got here first, and its caller may be using them
+    }
+    table.retired.push_back(std::move(it->second));
+  }
+  it->second = std::move(facts);
+  return *it->second;
+}
+
+// A tensor argument that run_direct() copies with one transfer each way.
+bool plain_device_tensor(const at::Tensor& t) {
+  return t.is_privateuseone() && t.layout() == c10::kStrided && !t.is_conj() && !t.is_neg() &&
+      t.is_non_overlapping_and_dense();
+}
+
+// The CPU fallback for operators whose tensors are all single dense device tensors (or CPU
+// tensors, which stay where they are): each device tensor is copied to the host once, the CPU
+// kernel runs, written arguments are copied back into the device tensors the caller passed, and
+// new results are copied to the device of the first tensor argument. The transfers go straight to
+// the runtime (Copy.h) rather than through _to_cpu and to() for every tensor, as
+// at::native::cpu_fallback does. Returns false, leaving the stack alone, for anything else.
+bool run_direct(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey key) {
+  if (!facts.direct || facts.tensors.empty()) {
+    return false;
+  }
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const c10::IValue& lead = (*stack)[first + facts.tensors[0]];
+  if (!lead.isTensor() || !lead.toTensor().defined() || !lead.toTensor().is_privateuseone()) {
+    return false; // the general path decides where results go
+  }
+  for (const size_t i : facts.tensors) {
+    const c10::IValue& value = (*stack)[first + i];
+    if (value.isTensor() && value.toTensor().defined() && !value.toTensor().is_cpu() &&
+        !plain_device_tensor(value.toTensor())) {
+      return false;
+    }
+  }
+  const c10::Device device = lead.toTensor().device();
+  c10::SmallVector<at::Tensor, 4> originals(facts.tensors.size()); // the caller's device tensors
+  c10::SmallVector<at::Tensor, 4> hosts(facts.tensors.size()); // their copies the CPU kernel sees
+  for (size_t t = 0; t < facts.tensors.size(); ++t) {
+    c10::IValue& value = (*stack)[first + facts.tensors[t]];
+    if (value.isTensor() && value.toTensor().is_privateuseone()) {
+      originals[t] = std::move(value).toTensor();
+      for (size_t u = 0; u < t && !facts.written[t]; ++u) {
+        if (!facts.written[u] && originals[u].is_same(originals[t])) {
+          hosts[t] = hosts[u]; // read twice (x * x, addcmul_(g, g)): copied once
+          break;
+        }
+      }
+      if (!hosts[t].defined()) {
+        hosts[t] = host_copy(originals[t]);
+      }
+      value = c10::IValue(hosts[t]);
+    }
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(key), stack);
+  // Written arguments go back into the caller's tensors, resized as the CPU kernel resized them.
+  for (size_t t = 0; t < facts.tensors.size(); ++t) {
+    if (!facts.written[t] || !originals[t].defined()) {
+      continue;
+    }
+    if (hosts[t].sizes() == originals[t].sizes()) {
+      copy_into_device(originals[t], hosts[t]);
+    } else {
+      at::_copy_from_and_resize(hosts[t], originals[t]);
+    }
+  }
+  const size_t results = stack->size() - facts.returns.size();
+  for (size_t r = 0; r < facts.returns.size(); ++r) {
+    c10::IValue& value = (*stack)[results + r];
+    const int source = facts.returns[r];
+    if (source >= 0 && originals[source].defined()) {
+      value = c10::IValue(originals[source]); // the written argument itself, as the caller passed it
+    } else if (source == kNewTensor && value.isTensor() && value.toTensor().defined() && value.toTensor().is_cpu()) {
+      const at::Tensor& result = value.toTensor();
+      const bool plain = result.layout() == c10::kStrided && !result.is_conj() && !result.is_neg() &&
+          result.is_non_overlapping_and_dense();
+      value = c10::IValue(plain ? device_copy(result, device) : result.to(device));
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -135,22 +349,23 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   check_same_device(op, *stack);
-  const c10::OperatorName& name = op.schema().operator_name();
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(seen_mutex);
-    first = seen_ops.insert(name).second;
+  const OpFacts& facts = facts_for(op);
+  if (facts.has_generator) {
+    seed_cpu_generators(op, stack);
   }
-  if (first && warn_on_fallback()) {
-    TORCH_WARN("foo: ", name, " has no foo kernel and runs on the CPU fallback");
-  }
-  seed_cpu_generators(op, stack);
   // Profilers see the operator, not the dozen it runs here (copies to the CPU and back, the CPU
   // kernel): its copies are attributed to it, and profiling a model that falls back costs what it
-  // costs on the CPU instead of several times more (benchmarks/bench_profiler.py).
-  const at::DisableRecordFunctionGuard record_only_the_operator;
+  // costs on the CPU instead of several times more (benchmarks/bench_profiler.py). Without a
+  // profiler (no callbacks) there is nothing to hide, and switching costs more than a small copy.
+  std::optional<at::DisableRecordFunctionGuard> record_only_the_operator;
+  if (at::hasCallbacks()) {
+    record_only_the_operator.emplace();
+  }
   if (cpu_key == c10::DispatchKey::CPU && run_widened(op, stack)) {
     return; // a dtype that CUDA supports and the CPU kernel does not
+  }
+  if (run_direct(facts, op, stack, cpu_key)) {
+    return;
   }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
 }
