@@ -56,7 +56,10 @@ def compile_seconds(project_dir: Path) -> dict[str, float]:
     for log in (project_dir / "build").rglob(".ninja_log"):
         for line in log.read_text().splitlines()[1:]:
             start, end, _, output, _ = line.split("\t")
-            times[output.split("/csrc/", 1)[-1]] = (int(end) - int(start)) / 1000
+            # csrc/<part>/<file>.o, or (the unity build) unity/<group>.o
+            name = output.split("/csrc/", 1)[-1]
+            name = "unity/" + name.rsplit("/unity/", 1)[1] if "/unity/" in name else name
+            times[name] = (int(end) - int(start)) / 1000
     return times
 
 
