@@ -12,6 +12,7 @@ A port to hardware points RUNTIME_DIRS and KERNEL_DIRS at its own implementation
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -73,19 +74,76 @@ def extension_include_dirs() -> list[str]:
 
 
 # The precompiled header every file of the extension, and the emulated math library, starts from
-# (the torch-free files of the driver and the operator library do not need it). PCH=0 builds
-# without it, file by file as each source includes what it uses.
+# (the torch-free files of the driver and the operator library do not need it), in the per-file
+# build (UNITY=0): PCH=0 builds without it, each source including what it uses. The unity build
+# parses those headers once per group anyway, and a header built before any group can start
+# would cost more than it saves: PCH=1 turns it on there (the template repository's
+# docs/build-speed.md has the measurements).
 PRECOMPILED_HEADER = "csrc/precompiled.h"
 PRECOMPILED_USERS = ("csrc/kernels/emulated/host_math.cpp",)
 
 
 def use_precompiled_header() -> bool:
-    return os.environ.get("PCH", "1") not in ("", "0")
+    return os.environ.get("PCH", "0" if unity() else "1") not in ("", "0")
 
 
 def starts_from_precompiled_header(source: str) -> bool:
     """Whether `source` (relative to the root) is compiled with the precompiled header."""
     return source in PRECOMPILED_USERS or any(source.startswith(d + "/") for d in EXTENSION_DIRS)
+
+
+# The unity build (UNITY=1, the default): the extension's sources compile as a few translation
+# units that setup.py writes into the build directory, each #including a group of them, so that
+# torch's headers are parsed once per group instead of once per file. The sources stay one file per
+# integration point. A group holds the files of one optimisation level (LIGHT_SOURCES or not) that
+# need the same kind of headers: those that define TORCH_ASSERT_ONLY_METHOD_OPERATORS (per-operator
+# headers) and those that include more of ATen (ATen/ATen.h, pybind11, c10d, autocast, Kineto).
+# Editing one file recompiles its whole group: UNITY=0 compiles file by file, for fast rebuilds
+# while developing. The driver and the operator library (no torch headers) always compile per file.
+UNITY_MACROS_PATTERN = re.compile(r"^#define\s+(\w+)", re.MULTILINE)
+
+
+def unity() -> bool:
+    return os.environ.get("UNITY", "1") not in ("", "0")
+
+
+def configuration_macros(source: str) -> list[str]:
+    """The macros `source` defines before its first #include: they configure the headers for that
+    file alone (TORCH_ASSERT_ONLY_METHOD_OPERATORS, AT_PER_OPERATOR_HEADERS, USE_KINETO), so a unity
+    group #undefs them after it."""
+    text = (ROOT / source).read_text()
+    first_include = text.find("\n#include")
+    return UNITY_MACROS_PATTERN.findall(text[: first_include if first_include >= 0 else len(text)])
+
+
+def unity_groups(extension_sources: list[str]) -> dict[str, list[str]]:
+    """The unity build's groups of `extension_sources` (relative to the root), by name: the light
+    files apart from the -O3 ones, each split by the headers they need. In a group, the files that
+    configure torch's headers with something other than the per-operator macros (Profiler.cpp's
+    USE_KINETO) come first, before another file includes those headers without it."""
+    narrow = "TORCH_ASSERT_ONLY_METHOD_OPERATORS"
+    groups: dict[str, list[str]] = {}
+    for source in extension_sources:
+        macros = configuration_macros(source)
+        level = "light" if source in LIGHT_SOURCES else "optimised"
+        headers = "narrow" if narrow in macros else "wide"
+        groups.setdefault(f"{level}_{headers}", []).append(source)
+    plain = {narrow, "AT_PER_OPERATOR_HEADERS"}
+    return {
+        name: sorted(group, key=lambda source: (not set(configuration_macros(source)) - plain, source))
+        for name, group in sorted(groups.items())
+    }
+
+
+def unity_source(group: list[str]) -> str:
+    """The text of the translation unit that compiles `group`: each file by its absolute path (its
+    own #include "..." then finds its neighbours; ninja's dependency file lists it, so editing it
+    recompiles the group), its configuration macros undefined after it."""
+    lines = ["// Written by setup.py (the unity build, build_config.py): edit the sources, not this file."]
+    for source in group:
+        lines.append(f'#include "{(ROOT / source).as_posix()}"')
+        lines += [f"#undef {macro}" for macro in configuration_macros(source)]
+    return "\n".join(lines) + "\n"
 
 
 # Sanitizers a build may instrument every part with (SANITIZE=address,undefined or SANITIZE=thread):

@@ -6,7 +6,8 @@ Build against the torch you run, without build isolation:
 
 The driver (csrc/runtime) and the operator library (csrc/kernels) become static libraries that the
 extension links; build_config.py says which sources form each part and with which flags.
-Environment: DEBUG=1 builds with -O0 -g; MAX_JOBS=N limits parallel compile jobs; PCH=0 builds
+Environment: UNITY=0 compiles the extension file by file instead of in a few groups (fast rebuilds
+while editing); DEBUG=1 builds with -O0 -g; MAX_JOBS=N limits parallel compile jobs; PCH=0 builds
 without the precompiled header (build_config.py).
 docs/build-speed.md in the template repository explains where the build's time goes.
 """
@@ -34,6 +35,29 @@ if config.use_precompiled_header():
     # ccache (which torch puts in front of the compiler when it is on PATH) caches the files compiled
     # with the precompiled header only with this sloppiness; without it, it compiles them every time.
     os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
+
+
+def unity_sources() -> dict[str, list[str]]:
+    """Writes the unity build's translation units into the build directory (each only when its text
+    changed, so that ninja recompiles only the groups that changed) and returns each one's path
+    (relative to the root, as the other sources) with the sources it compiles. Without UNITY, each
+    extension source is its own translation unit."""
+    if not config.unity():
+        return {source: [source] for source in EXTENSION_SOURCES}
+    directory = config.build_dir() / "unity"
+    directory.mkdir(parents=True, exist_ok=True)
+    units = {}
+    for name, group in config.unity_groups(EXTENSION_SOURCES).items():
+        unit = directory / f"{name}.cpp"
+        text = config.unity_source(group)
+        if not unit.exists() or unit.read_text() != text:
+            unit.write_text(text)
+        units[unit.relative_to(ROOT).as_posix()] = group
+    return units
+
+
+# What the extension compiles: its sources, or (UNITY=1) the translation units that group them.
+EXTENSION_UNITS = unity_sources()
 
 
 class BuildBackend(BuildExtension):
@@ -72,7 +96,7 @@ class BuildBackend(BuildExtension):
         order) by their static libraries, kernels first since they call the runtime: the extension
         links the runtime library the conformance test links."""
         by_source = dict(zip(sources, objects, strict=True))
-        extension = [by_source[source] for source in sources if source in EXTENSION_SOURCES]
+        extension = [by_source[source] for source in sources if source in EXTENSION_UNITS]
         for name, group in ((config.KERNELS_LIBRARY, KERNEL_SOURCES), (config.RUNTIME_LIBRARY, RUNTIME_SOURCES)):
             library = config.library_path(name)
             members = [by_source[source] for source in group]
@@ -102,8 +126,10 @@ def complete_ninja_file(path: Path) -> None:
             lines.append(line)
             continue
         source = Path(match.group(2)).resolve().relative_to(ROOT).as_posix()
-        flags = [*config.light_flags()] if source in config.LIGHT_SOURCES else []
-        if pch and config.starts_from_precompiled_header(source):
+        # A unity translation unit has the flags of its sources (a group is all light or none).
+        grouped = EXTENSION_UNITS.get(source, [source])
+        flags = [*config.light_flags()] if grouped[0] in config.LIGHT_SOURCES else []
+        if pch and config.starts_from_precompiled_header(grouped[0]):
             line += f" | {header}.gch"
             flags += ["-include", str(header), "-Winvalid-pch", "-fpch-preprocess"]
         lines.append(line)
@@ -125,7 +151,7 @@ setup(
     ext_modules=[
         CppExtension(
             name="torch_foo._C",
-            sources=EXTENSION_SOURCES + KERNEL_SOURCES + RUNTIME_SOURCES,
+            sources=[*EXTENSION_UNITS, *KERNEL_SOURCES, *RUNTIME_SOURCES],
             extra_compile_args={"cxx": config.cxx_flags()},
             include_dirs=config.INCLUDE_DIRS + config.extension_include_dirs(),
             library_dirs=config.LIBRARY_DIRS,

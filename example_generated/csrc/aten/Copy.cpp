@@ -33,8 +33,6 @@
 namespace torch_foo {
 namespace {
 
-constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
-
 size_t nbytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
 }
@@ -55,8 +53,8 @@ at::Tensor empty_matching(const at::Tensor& like, c10::ScalarType dtype, c10::De
               : at::detail::empty_cpu(like.sizes(), dtype);
   } else {
     const c10::DeviceGuard guard(device);
-    t = dense ? at::detail::empty_strided_generic(like.sizes(), like.strides(), device_allocator(), kKeys, dtype)
-              : at::detail::empty_generic(like.sizes(), device_allocator(), kKeys, dtype, std::nullopt);
+    t = dense ? at::detail::empty_strided_generic(like.sizes(), like.strides(), device_allocator(), kDeviceKeys, dtype)
+              : at::detail::empty_generic(like.sizes(), device_allocator(), kDeviceKeys, dtype, std::nullopt);
   }
   t._set_conj(like.is_conj());
   t._set_neg(like.is_neg());

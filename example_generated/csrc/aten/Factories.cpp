@@ -16,8 +16,6 @@
 namespace torch_foo {
 namespace {
 
-constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
-
 c10::Device checked_device(
     std::optional<c10::Device> device, std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
   const c10::Device d = c10::device_or_default(device);
@@ -43,7 +41,7 @@ at::Tensor empty_memory_format(
     std::optional<bool> pin_memory,
     std::optional<c10::MemoryFormat> memory_format) {
   const c10::DeviceGuard guard(checked_device(device, layout, pin_memory));
-  return at::detail::empty_generic(size, device_allocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
+  return at::detail::empty_generic(size, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype), memory_format);
 }
 
 at::Tensor empty_strided(
@@ -54,7 +52,7 @@ at::Tensor empty_strided(
     std::optional<c10::Device> device,
     std::optional<bool> pin_memory) {
   const c10::DeviceGuard guard(checked_device(device, layout, pin_memory));
-  return at::detail::empty_strided_generic(size, stride, device_allocator(), kKeys, c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kDeviceKeys, c10::dtype_or_default(dtype));
 }
 
 } // namespace

@@ -96,7 +96,7 @@ void deserialize(const at::Tensor& t, std::unordered_map<std::string, bool>& met
   }
 }
 
-const bool registered = [] {
+const bool serialization_registered = [] {
   torch::jit::TensorBackendMetaRegistry(c10::DeviceType::PrivateUse1, &serialize, &deserialize);
   return true;
 }();

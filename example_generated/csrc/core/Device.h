@@ -8,7 +8,12 @@
 
 #include <c10/core/Device.h>
 
+#include "../runtime/runtime.h"
+
 namespace torch_foo {
+
+// The most devices a process can have (the driver's limit): the size of per-device tables.
+constexpr size_t kMaxDevices = FOO_MAX_DEVICES;
 
 // Number of devices; 0 if the runtime has none. Never initialises a device.
 c10::DeviceIndex device_count() noexcept;

@@ -49,7 +49,6 @@ using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
 
-constexpr size_t kMaxDevices = FOO_MAX_DEVICES;
 constexpr size_t kMinBlockSize = 512; // requests are rounded up to a multiple of this
 constexpr size_t kSmallSize = size_t{1} << 20; // requests up to this size come from the small pool
 constexpr size_t kSmallSegment = size_t{2} << 20; // the segment size of the small pool

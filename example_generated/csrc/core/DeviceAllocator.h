@@ -8,6 +8,7 @@
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DispatchKeySet.h>
 #include <c10/core/StorageImpl.h>
 
 #include <cstdint>
@@ -17,6 +18,9 @@
 namespace torch_foo {
 
 c10::DeviceAllocator* device_allocator();
+
+// The dispatch keys of a dense tensor whose memory device_allocator() holds (the empty kernels).
+constexpr c10::DispatchKeySet kDeviceKeys(c10::DispatchKey::PrivateUse1);
 
 // The segments of device memory the allocator holds, with their blocks in address order, by
 // device and address: what memory snapshots show (torch.foo.memory._snapshot()).

@@ -13,7 +13,6 @@
 namespace torch_foo {
 namespace {
 
-constexpr size_t kMaxDevices = FOO_MAX_DEVICES;
 constexpr size_t kStateSize = 2 * sizeof(uint64_t); // seed, offset
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {

@@ -91,7 +91,7 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
 };
 
 // Registered when the extension is loaded, before any Python code runs.
-const bool registered = [] {
+const bool hooks_registered = [] {
   at::RegisterPrivateUse1HooksInterface(new FooHooks());
   return true;
 }();

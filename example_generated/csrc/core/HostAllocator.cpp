@@ -99,7 +99,7 @@ void free_pinned(void* ctx) {
   instance().free(ctx);
 }
 
-const bool registered = [] {
+const bool host_allocator_registered = [] {
   at::setHostAllocator(c10::DeviceType::PrivateUse1, &instance());
   return true;
 }();

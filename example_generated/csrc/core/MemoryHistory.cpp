@@ -1,6 +1,7 @@
 #include "MemoryHistory.h"
 
 #include "../runtime/runtime.h"
+#include "Device.h"
 
 #include <chrono>
 #include <mutex>
@@ -10,8 +11,6 @@ namespace torch_foo::memory_history {
 std::atomic<bool> recording{false};
 
 namespace {
-
-constexpr size_t kMaxDevices = FOO_MAX_DEVICES;
 
 struct State {
   std::mutex mutex; // guards everything below

@@ -450,7 +450,7 @@ struct LegacyProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   }
 };
 
-const bool registered = [] {
+const bool profiler_stubs_registered = [] {
   static LegacyProfilerStubs stubs;
   torch::profiler::impl::registerPrivateUse1Methods(&stubs);
   return true;

@@ -12,7 +12,6 @@
 namespace torch_foo {
 namespace {
 
-constexpr int kMaxDevices = FOO_MAX_DEVICES;
 constexpr int kPoolSize = 8; // streams per device and priority, handed out round-robin
 constexpr int kPriorities = 2; // level 0: priority 0 (normal), level 1: priority -1 (high)
 constexpr c10::StreamId kPoolIds = kPoolSize * kPriorities; // ids 1 .. kPoolIds
