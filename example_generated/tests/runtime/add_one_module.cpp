@@ -15,3 +15,13 @@ extern "C" void add_one(const fooEmuKernelContext* ctx, const void* params) {
     data[i] += 1;
   }
 }
+
+// Per-thread state of a kernel: a count of the blocks each thread ran, which a block records. A
+// thread_local of a module loaded with dlopen is dynamic TLS, allocated for each thread that runs
+// one of its blocks the first time it does.
+thread_local long blocks_on_this_thread = 0;
+
+extern "C" void count_blocks(const fooEmuKernelContext* ctx, const void* params) {
+  long* counts = static_cast<long*>(ctx->address(*static_cast<long* const*>(params)));
+  counts[ctx->blockIdx.x] = ++blocks_on_this_thread;
+}

@@ -3,7 +3,8 @@
 // libraries. tests/test_runtime.py runs it in several configurations. A hardware port deletes it.
 //
 //   emulation_test                      the checks below
-//   emulation_test --module PATH        also load PATH, a shared library with a kernel `add_one`
+//   emulation_test --module PATH        also load PATH, a shared library with kernels `add_one` and
+//                                       `count_blocks`, and leave it loaded at exit
 //   emulation_test --touch-from-host    dereference device memory on the host (must crash in strict mode)
 //   emulation_test --touch-from-kernel  dereference it in a kernel without ctx->address (must crash too)
 //   emulation_test --exit-while-busy    return from main() while other threads keep using the runtime
@@ -231,6 +232,44 @@ void test_module(const char* path) {
   OK(fooFree(device));
 }
 
+// A module the program never unloads, whose kernel keeps per-thread state (a thread_local, dynamic
+// TLS in a module loaded with dlopen), run on several streams: when the program exits, the
+// streams' threads still hold that state and the module is still loaded. Both are the runtime's,
+// not leaked; under the sanitizers the leak check at exit scans them (build_config.py,
+// intercept_tls_get_addr). A thread of its own loads the module and ends, so that no handle stays
+// on a stack the leak check scans: only the runtime holds the module.
+void load_and_run_module(const char* path) {
+  fooModule_t module = nullptr;
+  OK(fooModuleLoad(&module, path));
+  fooFunction_t count_blocks = nullptr;
+  OK(fooModuleGetFunction(&count_blocks, module, "count_blocks"));
+  constexpr int kStreams = 4;
+  constexpr int kBlocks = 16;
+  long* counts = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&counts), kStreams * kBlocks * sizeof(long)));
+  for (int i = 0; i < kStreams; ++i) {
+    fooStream_t stream = nullptr;
+    OK(fooStreamCreate(&stream));
+    long* slice = counts + i * kBlocks;
+    OK(fooLaunchKernel(count_blocks, fooDim3{kBlocks, 1, 1}, kOne, &slice, sizeof(slice), 0, stream));
+  }
+  OK(fooDeviceSynchronize());
+  std::vector<long> host(kStreams * kBlocks);
+  OK(fooMemcpy(host.data(), counts, host.size() * sizeof(long), fooMemcpyDeviceToHost));
+  // Every block ran, and counted on its own thread: each thread's counts are 1, 2, 3, ..., so there
+  // are at least as many counts of k - 1 as of k.
+  for (const long count : host) {
+    EXPECT(count >= 1);
+    EXPECT(
+        count == 1 || std::count(host.begin(), host.end(), count - 1) >= std::count(host.begin(), host.end(), count));
+  }
+  OK(fooFree(counts));
+}
+
+void test_module_kept_until_exit(const char* path) {
+  std::thread(load_and_run_module, path).join();
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -255,6 +294,7 @@ int main(int argc, char** argv) {
   test_kernels();
   if (mode == "--module" && argc > 2) {
     test_module(argv[2]);
+    test_module_kept_until_exit(argv[2]);
   }
   return finish("runtime emulation");
 }

@@ -154,15 +154,15 @@ using namespace emulated;
 
 namespace {
 
-// Unloaded modules, with their kernels' handles: they stay allocated so that a stale handle is
-// detected by its magic instead of read after a free, and stay listed here so that they are
-// retained, not lost (LeakSanitizer checks that at exit). Never destroyed: static destruction runs
-// before that check.
-void retire(Module* m) {
+// Every module loaded, with its kernels' handles, as a device's context owns its modules: one the
+// program never unloads is still the runtime's at exit, not lost (LeakSanitizer checks that at
+// exit), and an unloaded one stays allocated, so that a stale handle is detected by its magic
+// instead of read after a free. Never destroyed: static destruction runs before that check.
+void keep(Module* m) {
   static std::mutex mutex;
-  static auto* retired = new std::vector<Module*>();
+  static auto* modules = new std::vector<Module*>();
   std::lock_guard<std::mutex> lock(mutex);
-  retired->push_back(m);
+  modules->push_back(m);
 }
 
 } // namespace
@@ -175,6 +175,7 @@ fooError_t module_load(const char* path, fooModule_t* module) {
   }
   auto* m = new Module();
   m->library = library;
+  keep(m);
   *module = reinterpret_cast<fooModule_t>(m);
   return fooSuccess;
 }
@@ -217,7 +218,6 @@ fooError_t module_unload(fooModule_t module) {
     }
   }
   dlclose(m->library);
-  retire(m);
   return fooSuccess;
 }
 
