@@ -7,9 +7,11 @@ CPU tensors go to torch's own Gloo backend, foo tensors to fooccl, which exchang
 Gloo as well: in place when the driver says the host may access device memory (the emulated device
 outside strict memory mode; FOO_STRICT_MEMORY=1 measures the staged path instead), else
 staged through pinned host memory. So the ratio is what the device path costs on top of Gloo
-itself: the stream ordering, the check that all ranks make the same call, and the copies to and
-from device memory where it stages. The last column leaves that check out
-(FOO_CCL_CHECK_CALLS=0), to show what it costs. Bandwidth is the tensor's size over the time of
+itself: the stream ordering, the check that all ranks make the same call (by default only where
+the calls before do not predict the call: here, the first call of each size), and the copies to
+and from device memory where it stages. The last column checks every call
+(FOO_CCL_CHECK_CALLS=all, as TORCH_DISTRIBUTED_DEBUG=DETAIL does), to show what
+that costs. Bandwidth is the tensor's size over the time of
 one all_reduce (sum, float32), the median of interleaved rounds; the device's time includes the
 copy of the result back into device memory (torch.foo.synchronize).
 """
@@ -63,8 +65,8 @@ def rank_main(rank: int, world_size: int, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.foo.set_device(rank)
     dist.init_process_group(f"cpu:gloo,{DEVICE}:fooccl", rank=rank, world_size=world_size)
-    os.environ["FOO_CCL_CHECK_CALLS"] = "0"  # read when a group is created
-    unchecked = dist.new_group(backend="fooccl")
+    os.environ["FOO_CCL_CHECK_CALLS"] = "all"  # read when a group is created
+    every_call_checked = dist.new_group(backend="fooccl")
     del os.environ["FOO_CCL_CHECK_CALLS"]
     if rank == 0:
         print_setup(DEVICE)
@@ -78,12 +80,12 @@ def rank_main(rank: int, world_size: int, port: int) -> None:
         device = torch.ones(size // 4, device=torch.device(DEVICE, rank))
         seconds_per_all_reduce(cpu, 1)  # warm up: connections, pinned buffers, allocator caches
         seconds_per_all_reduce(device, 1)
-        seconds_per_all_reduce(device, 1, unchecked)
-        cpu_times, device_times, unchecked_times = [], [], []
+        seconds_per_all_reduce(device, 1, every_call_checked)
+        cpu_times, device_times, checked_times = [], [], []
         for _ in range(ROUNDS):
             cpu_times.append(seconds_per_all_reduce(cpu, calls))
             device_times.append(seconds_per_all_reduce(device, calls))
-            unchecked_times.append(seconds_per_all_reduce(device, calls, unchecked))
+            checked_times.append(seconds_per_all_reduce(device, calls, every_call_checked))
 
         rows.append(
             (
@@ -91,15 +93,15 @@ def rank_main(rank: int, world_size: int, port: int) -> None:
                 bandwidth(size, cpu_times),
                 bandwidth(size, device_times),
                 ratio(cpu_times, device_times),
-                bandwidth(size, unchecked_times),
-                ratio(cpu_times, unchecked_times),
+                bandwidth(size, checked_times),
+                ratio(cpu_times, checked_times),
             )
         )
     if rank == 0:
         print_table(
             "all_reduce bandwidth, side by side (ratio: device bandwidth / Gloo CPU bandwidth, median of rounds)",
             rows,
-            ("size", "gloo, cpu tensors", f"fooccl, {DEVICE}", "ratio", "no call check", "ratio"),
+            ("size", "gloo, cpu tensors", f"fooccl, {DEVICE}", "ratio", "every call checked", "ratio"),
         )
     dist.destroy_process_group()
 

@@ -71,6 +71,72 @@ def test_ranks_that_disagree_fail_on_every_rank(run_ranks):
     )
 
 
+REPEAT_THEN_DISAGREE = """
+def disagree_after(pattern, n):
+    # Repeats `pattern` all_reduces of 4 elements on a fresh group (so the calls before predict one
+    # more of them), then makes an all_reduce of n elements; returns what it raises and when.
+    group = dist.new_group(backend="fooccl", timeout=datetime.timedelta(seconds=TIMEOUT))
+    for _ in range(pattern):
+        dist.all_reduce(torch.ones(4, device=device), group=group)
+    start = time.monotonic()
+    message = raises(lambda: dist.all_reduce(torch.ones(n, device=device), group=group), "fooccl")
+    print(f"raised after {time.monotonic() - start:.1f} s:", message.splitlines()[0])
+    return message, time.monotonic() - start
+"""
+
+
+@pytest.mark.slow
+def test_ranks_that_disagree_after_repeating_their_calls(run_ranks):
+    """By default only calls the calls before do not predict are compared across ranks. Ranks that
+    both leave the pattern are compared and told the difference at once; where one rank repeats the
+    pattern and the other does not, both fail when the group's timeout expires: an exception on
+    every rank, never a crash (Gloo aborts a process that receives more bytes than it expects)."""
+    run_ranks(
+        setup(4),
+        REPEAT_THEN_DISAGREE,
+        """
+        message, elapsed = disagree_after(3, 6 if rank == 0 else 8)  # neither is predicted: compared
+        assert "called different collectives" in message and elapsed < 4, (message, elapsed)
+        message, elapsed = disagree_after(3, 4 if rank == 0 else 8)  # rank 0 repeats the pattern
+        assert "FOO_CCL_CHECK_CALLS=all" in message, message  # how to learn more
+        assert 3 < elapsed < 30, elapsed  # the group's 4 s timeout ended it
+        print("ok")
+        """,
+    )
+
+
+@pytest.mark.slow
+def test_checking_every_call_names_any_disagreement(run_ranks):
+    """FOO_CCL_CHECK_CALLS=all compares every collective, predicted or not."""
+    run_ranks(
+        setup(60),
+        REPEAT_THEN_DISAGREE,
+        """
+        message, elapsed = disagree_after(3, 4 if rank == 0 else 8)
+        assert "all_reduce of 4 Float" in message and "all_reduce of 8 Float" in message, message
+        assert "called different collectives" in message and elapsed < 30, (message, elapsed)
+        print("ok")
+        """,
+        FOO_CCL_CHECK_CALLS="all",
+    )
+
+
+def test_the_check_setting_is_validated(monkeypatch):
+    from torch_foo import distributed
+
+    monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
+    expected = {"": "changes", "1": "changes", "all": "every", "0": "off", "OFF": "off"}
+    for setting, mode in expected.items():
+        monkeypatch.setenv("FOO_CCL_CHECK_CALLS", setting)
+        assert distributed._check_calls_mode() == mode, setting
+    monkeypatch.setenv("FOO_CCL_CHECK_CALLS", "")
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+    assert distributed._check_calls_mode() == "every"
+    monkeypatch.setenv("FOO_CCL_CHECK_CALLS", "sometimes")
+    with pytest.raises(ValueError, match="CHECK_CALLS"):
+        distributed._check_calls_mode()
+
+
 @pytest.mark.slow
 def test_a_tensor_on_another_device_is_refused(run_ranks):
     results = run_ranks(

@@ -33,10 +33,12 @@ def _create_backend(options: "dist.distributed_c10d._DistributedBackendOptions",
     the group's store. A port that replaces Gloo by a collective library creates its communicator
     here instead.
 
-    Each collective first checks that every rank made the same call (collective, dtype, size,
-    root): ranks that disagree get an error naming the difference, where Gloo alone would exchange
-    garbage or abort the process. The check is one small exchange per collective;
-    FOO_CCL_CHECK_CALLS=0 when the group is created leaves it out.
+    Collectives check that every rank made the same call (collective, dtype, size, root): ranks
+    that disagree get an error naming the difference, where Gloo alone would exchange garbage or
+    abort the process. The check is one small exchange; by default a collective makes it unless the
+    calls before predict it (a loop repeating its collectives checks each distinct call once).
+    FOO_CCL_CHECK_CALLS (read when the group is created) chooses: `all` checks every
+    call (so does TORCH_DISTRIBUTED_DEBUG=DETAIL), `0` none.
     """
     store, rank, size = options.store, options.group_rank, options.group_size
     timeout = options.timeout
@@ -47,8 +49,22 @@ def _create_backend(options: "dist.distributed_c10d._DistributedBackendOptions",
         return dist.ProcessGroupGloo(dist.PrefixStore(f"{BACKEND}/{purpose}/", store), rank, size, timeout)
 
     timeout_ms = max(1, int(timeout.total_seconds() * 1000))
-    check_calls = os.environ.get("FOO_CCL_CHECK_CALLS", "1") != "0"
+    check_calls = _check_calls_mode()
     return _C._ccl_backend(gloo("collectives"), gloo("p2p"), gloo("host"), rank, size, timeout_ms, check_calls)
+
+
+def _check_calls_mode() -> str:
+    setting = os.environ.get("FOO_CCL_CHECK_CALLS", "").strip().lower()
+    if setting not in ("", "1", "on", "true", "yes", "changes", "all", "every", "0", "off", "false", "no"):
+        raise ValueError(
+            f"FOO_CCL_CHECK_CALLS={setting!r}: expected 'all' (check every collective), "
+            "'1' or unset (check the ones the calls before do not predict) or '0' (no check)"
+        )
+    if setting in ("0", "off", "false", "no"):
+        return "off"
+    if setting in ("all", "every") or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        return "every"
+    return "changes"
 
 
 def _register() -> None:

@@ -692,11 +692,19 @@ void add_bindings(_object* module) {
          int rank,
          int size,
          int64_t timeout_ms,
-         bool check_calls) -> c10::intrusive_ptr<c10d::Backend> {
+         const std::string& check_calls) -> c10::intrusive_ptr<c10d::Backend> {
+        TORCH_CHECK(
+            check_calls == "every" || check_calls == "changes" || check_calls == "off",
+            "check_calls must be 'every', 'changes' or 'off', not '",
+            check_calls,
+            "'");
+        const CheckCalls mode = check_calls == "every" ? CheckCalls::Every
+            : check_calls == "off"                     ? CheckCalls::Off
+                                                       : CheckCalls::Changes;
         std::shared_ptr<Transport> collective_transport = make_gloo_transport(collectives);
         std::shared_ptr<Transport> p2p_transport = make_gloo_transport(p2p);
-        auto factory = [collective_transport, p2p_transport, check_calls](c10::Device device) {
-          return make_staged_communicator(collective_transport, p2p_transport, device, check_calls);
+        auto factory = [collective_transport, p2p_transport, mode](c10::Device device) {
+          return make_staged_communicator(collective_transport, p2p_transport, device, mode);
         };
         return c10::make_intrusive<CclBackend>(rank, size, std::chrono::milliseconds(timeout_ms), factory, host);
       },

@@ -108,11 +108,14 @@ class Communicator {
   virtual void barrier(c10::Stream stream, Done done) = 0;
 };
 
+// Which collectives first check that every rank made the same call (StagedCommunicator.cpp says
+// how): every one, the ones the calls before do not predict, or none.
+enum class CheckCalls { Every, Changes, Off };
+
 // The emulated device's communicator (StagedCommunicator.cpp): device memory staged through pinned
 // host buffers, exchanged with `collectives` (collective calls, on one stream's worker) and `p2p`
-// (sends and receives, from two other streams' workers). With `check_calls`, each collective first
-// checks that every rank made the same call.
+// (sends and receives, from two other streams' workers, and the checks of `check_calls`).
 std::shared_ptr<Communicator> make_staged_communicator(
-    std::shared_ptr<Transport> collectives, std::shared_ptr<Transport> p2p, c10::Device device, bool check_calls);
+    std::shared_ptr<Transport> collectives, std::shared_ptr<Transport> p2p, c10::Device device, CheckCalls check_calls);
 
 } // namespace torch_foo::distributed

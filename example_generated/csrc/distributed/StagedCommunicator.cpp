@@ -17,17 +17,31 @@
 // the ordering is the same. The other collectives stage on every device (they are not in place,
 // and their buffers may overlap: FSDP2 gathers from a slice of the output).
 //
-// Before exchanging, each collective compares what every rank called (collective, dtype, count,
-// root, reduction; the split sizes of all_to_all) with one small all_gather, and fails on every rank
-// with a message naming the difference. Without it, ranks that disagree exchange garbage (another
-// dtype of the same size) or abort the process (Gloo terminates a process that receives more
-// bytes than it expects). The check costs one small exchange per collective: check_calls=false
-// (FOO_CCL_CHECK_CALLS=0) leaves it out. After a failure the communicator fails every
+// Before exchanging, a collective may compare what every rank called (collective, dtype, count,
+// root, reduction) with one small all_gather, and fail on every rank with a message naming the
+// difference. Without it, ranks that disagree exchange garbage (another dtype of the same size) or
+// abort the process (Gloo terminates a process that receives more bytes than it expects). Which
+// calls compare is the CheckCalls mode:
+// - Every: each collective compares (one more exchange per call: at 1 MiB it costs about as much
+//   as the all_reduce itself).
+// - Changes (the default): a collective compares unless it is the call that followed the previous
+//   call the last time that call was made ("predicted"). Every rank predicts from the same history
+//   (the calls the ranks agreed on so far), so ranks that make the same call either all compare or
+//   all skip: a training loop that repeats its collectives compares each distinct transition once.
+//   Ranks that disagree where some of them repeat the pattern do not all compare: the ones that
+//   compare wait in the check, the others in the exchange, and all of them fail when the group's
+//   timeout expires. The check runs on the point-to-point transport, not the collectives', so that
+//   a rank in the check and a rank in an exchange never meet in one Gloo operation of different
+//   sizes (which would abort the process).
+// - Off: no comparison; disagreeing ranks are Gloo's problem.
+// all_to_all's split sizes are compared on every call, in every mode (they may change from call to
+// call, and Gloo aborts on a mismatch), over the collectives' transport. After a failure the communicator fails every
 // later call at once: the ranks are out of step.
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -36,6 +50,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "../core/Exception.h"
@@ -90,6 +105,51 @@ struct Signature {
 };
 
 constexpr size_t kSignatureWords = 5;
+using Words = std::array<int64_t, kSignatureWords>;
+
+Words to_words(const Signature& s) {
+  return {static_cast<int64_t>(s.call), static_cast<int64_t>(s.dtype), s.count, s.root, s.op};
+}
+
+struct WordsHash {
+  size_t operator()(const Words& words) const {
+    size_t h = 0;
+    for (const int64_t w : words) {
+      h = h * 1000003u ^ std::hash<int64_t>()(w);
+    }
+    return h;
+  }
+};
+
+// The calls a communicator's ranks agreed on, as far as predicting the next one needs: the last
+// call, and for each call the one that followed it the last time. Every rank holds the same
+// history, so every rank predicts the same call.
+class CallHistory {
+ public:
+  bool predicts(const Words& call) const {
+    if (!last_) {
+      return false;
+    }
+    const auto next = next_.find(*last_);
+    return next != next_.end() && next->second == call;
+  }
+
+  // `call` was agreed on (compared, or predicted by every rank).
+  void agreed(const Words& call) {
+    if (last_) {
+      if (next_.size() >= kMaxCalls && next_.find(*last_) == next_.end()) {
+        next_.clear(); // every rank forgets at the same call: the histories stay equal
+      }
+      next_[*last_] = call;
+    }
+    last_ = call;
+  }
+
+ private:
+  static constexpr size_t kMaxCalls = 4096; // distinct calls remembered (sizes that keep changing)
+  std::optional<Words> last_;
+  std::unordered_map<Words, Words, WordsHash> next_;
+};
 
 const char* call_name(int64_t call) {
   switch (static_cast<Call>(call)) {
@@ -131,7 +191,10 @@ std::string describe(const int64_t* words) {
 class StagedCommunicator final : public Communicator, public std::enable_shared_from_this<StagedCommunicator> {
  public:
   StagedCommunicator(
-      std::shared_ptr<Transport> collectives, std::shared_ptr<Transport> p2p, c10::Device device, bool check_calls)
+      std::shared_ptr<Transport> collectives,
+      std::shared_ptr<Transport> p2p,
+      c10::Device device,
+      CheckCalls check_calls)
       : collectives_(std::move(collectives)),
         p2p_(std::move(p2p)),
         device_(device),
@@ -393,10 +456,7 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
           std::exception_ptr error = self->failure();
           if (error == nullptr) {
             try {
-              if (signature && self->check_calls_) {
-                self->check_signature(*signature);
-              }
-              exchange();
+              self->run_now(signature, exchange);
             } catch (...) {
               error = std::current_exception();
               self->fail(error);
@@ -404,6 +464,33 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
           }
           done(error);
         });
+  }
+
+  // On the collectives' stream worker (sends and receives: on theirs, without a signature).
+  void run_now(const std::optional<Signature>& signature, const std::function<void()>& exchange) {
+    if (!signature || check_calls_ == CheckCalls::Off) {
+      exchange();
+      return;
+    }
+    const Words call = to_words(*signature);
+    const bool predicted = check_calls_ == CheckCalls::Changes && history_.predicts(call);
+    if (!predicted) {
+      check_signature(call);
+    }
+    history_.agreed(call);
+    if (!predicted) {
+      exchange();
+      return;
+    }
+    try {
+      exchange();
+    } catch (const std::exception& e) {
+      TORCH_CHECK(
+          false,
+          e.what(),
+          " (this rank did not compare the call with the other ranks: it repeated the calls before it. If the "
+          "ranks made different calls, FOO_CCL_CHECK_CALLS=all names the difference)");
+    }
   }
 
   std::exception_ptr failure() {
@@ -418,21 +505,33 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
     }
   }
 
-  // Runs on the collectives' stream worker, before the exchange.
-  void check_signature(const Signature& s) {
-    const int64_t mine[kSignatureWords] = {
-        static_cast<int64_t>(s.call), static_cast<int64_t>(s.dtype), s.count, s.root, s.op};
+  // Runs on the collectives' stream worker, before the exchange. The comparison goes over the
+  // point-to-point transport: see the file's comment.
+  void check_signature(const Words& mine) {
     std::vector<int64_t> all(kSignatureWords * size());
-    collectives_->all_gather(mine, all.data(), sizeof(mine));
+    try {
+      p2p_->all_gather(mine.data(), all.data(), sizeof(int64_t) * kSignatureWords);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(
+          false,
+          "fooccl: rank ",
+          rank(),
+          " could not compare its call (",
+          describe(mine.data()),
+          ") with the other ranks': ",
+          e.what(),
+          ". A rank left, or the ranks made different calls and some of them did not compare theirs ("
+          "FOO_CCL_CHECK_CALLS=all compares every call)");
+    }
     for (int r = 0; r < size(); ++r) {
       const int64_t* theirs = all.data() + r * kSignatureWords;
-      if (!std::equal(mine, mine + kSignatureWords, theirs)) {
+      if (!std::equal(mine.begin(), mine.end(), theirs)) {
         TORCH_CHECK(
             false,
             "fooccl: ranks called different collectives: rank ",
             rank(),
             " called ",
-            describe(mine),
+            describe(mine.data()),
             ", rank ",
             r,
             " called ",
@@ -468,7 +567,8 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
   const std::shared_ptr<Transport> collectives_;
   const std::shared_ptr<Transport> p2p_;
   const c10::Device device_;
-  const bool check_calls_;
+  const CheckCalls check_calls_;
+  CallHistory history_; // used on the collectives' stream worker only
   const bool in_place_; // all_reduce and broadcast work on device memory, unstaged
   std::mutex mutex_;
   std::exception_ptr failure_;
@@ -477,7 +577,10 @@ class StagedCommunicator final : public Communicator, public std::enable_shared_
 } // namespace
 
 std::shared_ptr<Communicator> make_staged_communicator(
-    std::shared_ptr<Transport> collectives, std::shared_ptr<Transport> p2p, c10::Device device, bool check_calls) {
+    std::shared_ptr<Transport> collectives,
+    std::shared_ptr<Transport> p2p,
+    c10::Device device,
+    CheckCalls check_calls) {
   return std::make_shared<StagedCommunicator>(std::move(collectives), std::move(p2p), device, check_calls);
 }
 

@@ -89,7 +89,11 @@ class Watchdog {
       return backend_error(outcome.call() + " (an earlier collective failed)", failure);
     }
     if (Clock::now() >= deadline) {
-      return backend_error(outcome.call(), error("timed out (the process group's timeout): a rank did not take part"));
+      return backend_error(
+          outcome.call(),
+          error(
+              "timed out (the process group's timeout): a rank did not take part, or the ranks made different "
+              "calls (FOO_CCL_CHECK_CALLS=all compares every call and names the difference)"));
     }
     return nullptr;
   }
