@@ -96,7 +96,7 @@ def test_ranks_that_disagree_after_repeating_their_calls(run_ranks):
         REPEAT_THEN_DISAGREE,
         """
         message, elapsed = disagree_after(3, 6 if rank == 0 else 8)  # neither is predicted: compared
-        assert "called different collectives" in message and elapsed < 4, (message, elapsed)
+        assert "called different collectives" in message, message  # the comparison's message, not a timeout
         message, elapsed = disagree_after(3, 4 if rank == 0 else 8)  # rank 0 repeats the pattern
         assert "FOO_CCL_CHECK_CALLS=all" in message, message  # how to learn more
         assert 3 < elapsed < 30, elapsed  # the group's 4 s timeout ended it
