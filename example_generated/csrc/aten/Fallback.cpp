@@ -34,9 +34,6 @@
 namespace torch_foo {
 namespace {
 
-std::mutex seen_mutex;
-std::unordered_set<c10::OperatorName> seen_ops;
-
 bool warn_on_fallback() {
   static const bool enabled = [] {
     const char* env = std::getenv("FOO_WARN_FALLBACK");
@@ -221,11 +218,14 @@ std::unique_ptr<OpFacts> facts_of(const c10::FunctionSchema& schema) {
 // same facts concurrently keeps the first ones, and an entry whose schema was freed with its library
 // (another schema now at that address) moves to `retired` instead of being deleted. The table itself
 // is never destroyed either (a thread still inside an operator while the process exits must not find
-// it torn down by static destructors).
+// it torn down by static destructors). The names of the operators seen so far (fallback_ops()) live
+// here for the same reason.
 struct FactsTable {
   std::shared_mutex mutex;
   std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpFacts>> by_schema;
   std::vector<std::unique_ptr<OpFacts>> retired;
+  std::mutex seen_mutex;
+  std::unordered_set<c10::OperatorName> seen;
 };
 
 FactsTable& facts_table() {
@@ -248,8 +248,8 @@ const OpFacts& facts_for(const c10::OperatorHandle& op) {
   auto facts = facts_of(schema);
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(seen_mutex);
-    first = seen_ops.insert(facts->name).second;
+    std::lock_guard<std::mutex> lock(table.seen_mutex);
+    first = table.seen.insert(facts->name).second;
   }
   if (first && warn_on_fallback()) {
     TORCH_WARN("foo: ", facts->name, " has no foo kernel and runs on the CPU fallback");
@@ -416,9 +416,10 @@ void route_structured_ops_to_fallback() {
 
 std::vector<std::string> fallback_ops() {
   std::vector<std::string> names;
+  FactsTable& table = facts_table();
   {
-    std::lock_guard<std::mutex> lock(seen_mutex);
-    for (const auto& name : seen_ops) {
+    std::lock_guard<std::mutex> lock(table.seen_mutex);
+    for (const auto& name : table.seen) {
       names.push_back(c10::toString(name));
     }
   }
