@@ -92,14 +92,17 @@ def starts_from_precompiled_header(source: str) -> bool:
     return source in PRECOMPILED_USERS or any(source.startswith(d + "/") for d in EXTENSION_DIRS)
 
 
-# The unity build (UNITY=1, the default): the extension's sources compile as a few translation
-# units that setup.py writes into the build directory, each #including a group of them, so that
-# torch's headers are parsed once per group instead of once per file. The sources stay one file per
-# integration point. A group holds the files of one optimisation level (LIGHT_SOURCES or not) that
-# need the same kind of headers: those that define TORCH_ASSERT_ONLY_METHOD_OPERATORS (per-operator
-# headers) and those that include more of ATen (ATen/ATen.h, pybind11, c10d, autocast, Kineto).
-# Editing one file recompiles its whole group: UNITY=0 compiles file by file, for fast rebuilds
-# while developing. The driver and the operator library (no torch headers) always compile per file.
+# The unity build (UNITY=1, the default): the extension's sources compile as two translation units
+# that setup.py writes into the build directory, each #including a group of them, so that torch's
+# headers are parsed once per group instead of once per file. The sources stay one file per
+# integration point. A group holds the files of one optimisation level (LIGHT_SOURCES at -O1, the
+# rest at -O3; a translation unit has one set of flags). The light group includes all of ATen
+# anyway (c10d, pybind11, autocast, Kineto), so the light files that need only per-operator headers
+# add nothing but their own code to it; the optimised group parses the narrower headers of the
+# kernel files and csrc/core once. The driver (csrc/runtime: small files, each mostly the standard
+# library's headers) is one more unit; the operator library (csrc/kernels) stays per file, so that
+# editing a kernel recompiles that kernel alone. Editing one file of a group recompiles the group:
+# UNITY=0 compiles file by file, for fast rebuilds while developing.
 UNITY_MACROS_PATTERN = re.compile(r"^#define\s+(\w+)", re.MULTILINE)
 
 
@@ -116,22 +119,23 @@ def configuration_macros(source: str) -> list[str]:
     return UNITY_MACROS_PATTERN.findall(text[: first_include if first_include >= 0 else len(text)])
 
 
-def unity_groups(extension_sources: list[str]) -> dict[str, list[str]]:
-    """The unity build's groups of `extension_sources` (relative to the root), by name: the light
-    files apart from the -O3 ones, each split by the headers they need. In a group, the files that
-    configure torch's headers with something other than the per-operator macros (Profiler.cpp's
-    USE_KINETO) come first, before another file includes those headers without it."""
-    narrow = "TORCH_ASSERT_ONLY_METHOD_OPERATORS"
-    groups: dict[str, list[str]] = {}
-    for source in extension_sources:
-        macros = configuration_macros(source)
-        level = "light" if source in LIGHT_SOURCES else "optimised"
-        headers = "narrow" if narrow in macros else "wide"
-        groups.setdefault(f"{level}_{headers}", []).append(source)
-    plain = {narrow, "AT_PER_OPERATOR_HEADERS"}
+def unity_groups(extension_sources: list[str], runtime_sources: list[str]) -> dict[str, list[str]]:
+    """The unity build's groups, by name, longest to compile first (setup.py passes them to ninja in
+    this order, and ninja starts the ready jobs in the order of its build file, so the longest group
+    starts at once and the other job compiles the rest meanwhile): the light files of
+    `extension_sources`, the optimised ones, then `runtime_sources` (all relative to the root). In a
+    group, the files that configure torch's headers with something other than the per-operator macros
+    (Profiler.cpp's USE_KINETO) come first, before another file includes those headers without it."""
+    plain = {"TORCH_ASSERT_ONLY_METHOD_OPERATORS", "AT_PER_OPERATOR_HEADERS"}
+    groups = {
+        "light": [source for source in extension_sources if source in LIGHT_SOURCES],
+        "optimised": [source for source in extension_sources if source not in LIGHT_SOURCES],
+        "runtime": list(runtime_sources),
+    }
     return {
         name: sorted(group, key=lambda source: (not set(configuration_macros(source)) - plain, source))
-        for name, group in sorted(groups.items())
+        for name, group in groups.items()
+        if group
     }
 
 

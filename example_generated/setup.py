@@ -6,9 +6,9 @@ Build against the torch you run, without build isolation:
 
 The driver (csrc/runtime) and the operator library (csrc/kernels) become static libraries that the
 extension links; build_config.py says which sources form each part and with which flags.
-Environment: UNITY=0 compiles the extension file by file instead of in a few groups (fast rebuilds
-while editing); DEBUG=1 builds with -O0 -g; MAX_JOBS=N limits parallel compile jobs; PCH=0 builds
-without the precompiled header (build_config.py).
+Environment: UNITY=0 compiles the extension and the driver file by file instead of in a few groups
+(fast rebuilds while editing); DEBUG=1 builds with -O0 -g; MAX_JOBS=N limits parallel compile jobs;
+PCH=0 builds without the precompiled header (build_config.py).
 docs/build-speed.md in the template repository explains where the build's time goes.
 """
 
@@ -41,13 +41,13 @@ def unity_sources() -> dict[str, list[str]]:
     """Writes the unity build's translation units into the build directory (each only when its text
     changed, so that ninja recompiles only the groups that changed) and returns each one's path
     (relative to the root, as the other sources) with the sources it compiles. Without UNITY, each
-    extension source is its own translation unit."""
+    source of the extension and the driver is its own translation unit."""
     if not config.unity():
-        return {source: [source] for source in EXTENSION_SOURCES}
+        return {source: [source] for source in [*EXTENSION_SOURCES, *RUNTIME_SOURCES]}
     directory = config.build_dir() / "unity"
     directory.mkdir(parents=True, exist_ok=True)
     units = {}
-    for name, group in config.unity_groups(EXTENSION_SOURCES).items():
+    for name, group in config.unity_groups(EXTENSION_SOURCES, RUNTIME_SOURCES).items():
         unit = directory / f"{name}.cpp"
         text = config.unity_source(group)
         if not unit.exists() or unit.read_text() != text:
@@ -56,8 +56,11 @@ def unity_sources() -> dict[str, list[str]]:
     return units
 
 
-# What the extension compiles: its sources, or (UNITY=1) the translation units that group them.
-EXTENSION_UNITS = unity_sources()
+# What the extension and the driver compile: their sources, or (UNITY=1) the translation units that
+# group them.
+UNITS = unity_sources()
+EXTENSION_UNITS = [unit for unit, group in UNITS.items() if group[0] in EXTENSION_SOURCES]
+RUNTIME_UNITS = [unit for unit, group in UNITS.items() if group[0] in RUNTIME_SOURCES]
 
 
 class BuildBackend(BuildExtension):
@@ -97,7 +100,7 @@ class BuildBackend(BuildExtension):
         links the runtime library the conformance test links."""
         by_source = dict(zip(sources, objects, strict=True))
         extension = [by_source[source] for source in sources if source in EXTENSION_UNITS]
-        for name, group in ((config.KERNELS_LIBRARY, KERNEL_SOURCES), (config.RUNTIME_LIBRARY, RUNTIME_SOURCES)):
+        for name, group in ((config.KERNELS_LIBRARY, KERNEL_SOURCES), (config.RUNTIME_LIBRARY, RUNTIME_UNITS)):
             library = config.library_path(name)
             members = [by_source[source] for source in group]
             if not library.exists() or any(os.path.getmtime(o) > library.stat().st_mtime for o in members):
@@ -107,8 +110,21 @@ class BuildBackend(BuildExtension):
         return extension
 
 
+def build_order(unit: str) -> tuple[int, int]:
+    """Where the build statement of `unit` (a translation unit, relative to the root) goes in the ninja
+    file. Ninja starts the jobs that are ready in the order of its build file, and a long job that
+    starts last keeps the build waiting for it while the other job idles: the unity groups first, in
+    the order of unity_groups() (the longest first), then the files that include torch's headers,
+    then the rest, each the largest first."""
+    if UNITS.get(unit, [unit]) != [unit]:
+        return (0, list(UNITS).index(unit))
+    includes_torch = config.starts_from_precompiled_header(unit)
+    return (1 if includes_torch else 2, -(ROOT / unit).stat().st_size)
+
+
 def complete_ninja_file(path: Path) -> None:
-    """Adds the per-file flags and the precompiled header to the ninja file torch wrote at `path`:
+    """Adds the per-file flags and the precompiled header to the ninja file torch wrote at `path`, and
+    orders its build statements (build_order(); setuptools passes the sources to torch sorted by path):
     each `build <object>: compile <source>` statement gets its own post_cflags when its source needs
     more than the common flags, and the files that start from the precompiled header depend on it,
     so ninja builds it first (the torch-free files of the driver and the kernels compile meanwhile)."""
@@ -119,39 +135,45 @@ def complete_ninja_file(path: Path) -> None:
         text = (ROOT / config.PRECOMPILED_HEADER).read_text()
         if not header.exists() or header.read_text() != text:
             header.write_text(text)  # the copy the .gch sits beside, rewritten only when it changed
-    lines = []
+    head: list[str] = []  # the variables and rules torch wrote, before its first build statement
+    statements: list[tuple[tuple[int, int], list[str]]] = []
+    tail: list[str] = []
     for line in path.read_text().splitlines():
         match = re.fullmatch(r"build (\S+): compile (\S+)", line)
         if not match:
-            lines.append(line)
+            if statements and line.startswith(" "):
+                statements[-1][1].append(line)  # a variable of the statement before
+            else:
+                (tail if statements else head).append(line)
             continue
         source = Path(match.group(2)).resolve().relative_to(ROOT).as_posix()
         # A unity translation unit has the flags of its sources (a group is all light or none).
-        grouped = EXTENSION_UNITS.get(source, [source])
+        grouped = UNITS.get(source, [source])
         flags = [*config.light_flags()] if grouped[0] in config.LIGHT_SOURCES else []
         if pch and config.starts_from_precompiled_header(grouped[0]):
             line += f" | {header}.gch"
             flags += ["-include", str(header), "-Winvalid-pch", "-fpch-preprocess"]
-        lines.append(line)
-        if flags:
-            lines.append(f"  post_cflags = $post_cflags {' '.join(flags)}")
+        statement = [line, f"  post_cflags = $post_cflags {' '.join(flags)}"] if flags else [line]
+        statements.append((build_order(source), statement))
     if pch:
-        lines += [
-            "",
+        # First among the build statements: every file of the extension waits for it.
+        head += [
             "rule precompile",
             "  command = $cxx -MMD -MF $out.d $cflags -x c++-header $in -o $out $post_cflags",
             "  depfile = $out.d",
             "  deps = gcc",
             f"build {header}.gch: precompile {header}",
+            "",
         ]
-    path.write_text("\n".join(lines) + "\n")
+    ordered = [line for _, statement in sorted(statements, key=lambda item: item[0]) for line in statement]
+    path.write_text("\n".join([*head, *ordered, *tail]) + "\n")
 
 
 setup(
     ext_modules=[
         CppExtension(
             name="torch_foo._C",
-            sources=[*EXTENSION_UNITS, *KERNEL_SOURCES, *RUNTIME_SOURCES],
+            sources=[*EXTENSION_UNITS, *KERNEL_SOURCES, *RUNTIME_UNITS],
             extra_compile_args={"cxx": config.cxx_flags()},
             include_dirs=config.INCLUDE_DIRS + config.extension_include_dirs(),
             library_dirs=config.LIBRARY_DIRS,
