@@ -158,50 +158,65 @@ std::optional<at::Tensor> binary(
     config.add_const_input(*b);
     slots[operands++] = 2;
   }
-  const at::TensorIterator iter = config.build();
-  const c10::DeviceGuard guard(iter.device());
-  OpIter op_iter(iter, c10::ArrayRef<int>(slots.data(), operands), 3);
-  const fooDataType op_type = checked_dtype(dtype);
-  // Numbers as PyTorch's CPU kernels see them: alpha, and a number added, rounded to the result
-  // dtype; a number that multiplies or divides bfloat16 or half at float precision (x * 0.1 is not
-  // x times 0.1 rounded to bfloat16).
-  fooScalar alpha_value{};
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, dtype, "binary", [&] {
-    alpha_value = op_scalar(c10::Scalar(alpha.to<scalar_t>()));
-    if (a_value) {
-      op_iter.set_scalar(1, op_type, a->item().to<scalar_t>());
+  // The device of the iteration, current from here on: the first operand on the device (the iterator
+  // checks that every operand but a number is on it). A result to allocate comes straight from the
+  // device allocator (AllocatingIterator), as the CPU's own add allocates.
+  const c10::Device device = out.defined() && out.is_privateuseone() ? out.device()
+      : a->is_privateuseone()                                        ? a->device()
+                                                                     : b->device();
+  const c10::DeviceGuard guard(device);
+  // Launches on the built iterator and returns as binary() does.
+  const auto compute = [&](const at::TensorIteratorBase& iter) -> std::optional<at::Tensor> {
+    OpIter op_iter(iter, c10::ArrayRef<int>(slots.data(), operands), 3);
+    const fooDataType op_type = checked_dtype(dtype);
+    // Numbers as PyTorch's CPU kernels see them: alpha, and a number added, rounded to the result
+    // dtype; a number that multiplies or divides bfloat16 or half at float precision (x * 0.1 is not
+    // x times 0.1 rounded to bfloat16).
+    fooScalar alpha_value{};
+    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, dtype, "binary", [&] {
+      alpha_value = op_scalar(c10::Scalar(alpha.to<scalar_t>()));
+      if (a_value) {
+        op_iter.set_scalar(1, op_type, a->item().to<scalar_t>());
+      }
+      if (b_value && kind != Kind::Add && at::isReducedFloatingType(dtype)) {
+        op_iter.set_scalar(2, fooFloat32, b->item().to<float>());
+      } else if (b_value) {
+        op_iter.set_scalar(2, op_type, b->item().to<scalar_t>());
+      }
+    });
+    const fooStream_t stream = current_stream_on(device.index());
+    const fooError_t error = fooOpBinary(op_of(kind), op_iter.get(), alpha_value, stream);
+    if (error == fooErrorNotSupported) {
+      return std::nullopt;
     }
-    if (b_value && kind != Kind::Add && at::isReducedFloatingType(dtype)) {
-      op_iter.set_scalar(2, fooFloat32, b->item().to<float>());
-    } else if (b_value) {
-      op_iter.set_scalar(2, op_type, b->item().to<scalar_t>());
-    }
-  });
-  const fooError_t error = fooOpBinary(op_of(kind), op_iter.get(), alpha_value, current_stream());
-  if (error == fooErrorNotSupported) {
-    return std::nullopt;
-  }
-  FOO_OP_CHECK(error);
+    FOO_OP_CHECK(error);
 
+    if (result->defined()) {
+      return at::Tensor(); // written into out
+    }
+    const at::Tensor computed = iter.output();
+    if (!out.defined()) {
+      return computed;
+    }
+    if (inplace) {
+      TORCH_CHECK(
+          out.sizes() == computed.sizes(),
+          "output with shape ",
+          out.sizes(),
+          " doesn't match the broadcast shape ",
+          computed.sizes());
+    } else if (out.sizes() != computed.sizes()) {
+      out.resize_(computed.sizes());
+    }
+    out.copy_(computed);
+    return at::Tensor();
+  };
   if (result->defined()) {
-    return at::Tensor(); // written into out
+    return compute(config.build());
   }
-  const at::Tensor computed = iter.output();
-  if (!out.defined()) {
-    return computed;
-  }
-  if (inplace) {
-    TORCH_CHECK(
-        out.sizes() == computed.sizes(),
-        "output with shape ",
-        out.sizes(),
-        " doesn't match the broadcast shape ",
-        computed.sizes());
-  } else if (out.sizes() != computed.sizes()) {
-    out.resize_(computed.sizes());
-  }
-  out.copy_(computed);
-  return at::Tensor();
+  AllocatingIterator allocating(device);
+  allocating.build(config);
+  return compute(allocating);
 }
 
 bool use_fallback(Kind kind, const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {

@@ -7,14 +7,18 @@
 // operands whose value travels in the launch.
 #pragma once
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <iterator>
 #include <optional>
 
+#include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
 #include "../core/Stream.h"
 #include "../kernels/kernels.h"
@@ -50,6 +54,40 @@ inline fooDataType checked_dtype(c10::ScalarType t) {
   TORCH_CHECK(dtype.has_value(), "foo has no kernel for dtype ", t, " here");
   return *dtype;
 }
+
+// A TensorIterator that allocates its outputs itself, from the device allocator, as PyTorch's
+// structured CPU kernels do, instead of through the dispatcher (at::TensorIterator calls at::empty:
+// a dispatch through BackendSelect to the empty kernel of csrc/aten/Factories.cpp, which checks the
+// arguments and switches devices again). For iterations whose outputs are all undefined (functional
+// operators); an out= or in-place operator passes its outputs to an at::TensorIterator. `current`
+// is the device the caller has made current; an output on another device is allocated under a guard.
+class AllocatingIterator final : public at::TensorIteratorBase {
+ public:
+  explicit AllocatingIterator(c10::Device current) : current_(current) {}
+
+  const at::Tensor& maybe_get_output(int64_t index) override {
+    return outputs_.at(index);
+  }
+
+  void set_output_raw_strided(
+      int64_t index, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) override {
+    at::Tensor& out = outputs_.at(index);
+    TORCH_INTERNAL_ASSERT(!out.defined(), "AllocatingIterator takes no outputs, it allocates them");
+    std::optional<c10::DeviceGuard> guard;
+    if (options.device() != current_) {
+      guard.emplace(options.device());
+    }
+    const c10::ScalarType dtype = c10::typeMetaToScalarType(options.dtype());
+    out = strides.empty()
+        ? at::detail::empty_generic(sizes, device_allocator(), kDeviceKeys, dtype, options.memory_format_opt())
+        : at::detail::empty_strided_generic(sizes, strides, device_allocator(), kDeviceKeys, dtype);
+    at::TensorIteratorBase::set_output_raw_strided(index, sizes, strides, options);
+  }
+
+ private:
+  c10::Device current_;
+  std::array<at::Tensor, 2> outputs_;
+};
 
 // The geometry of a TensorIterator as the library takes it. The arrays it points to belong to the
 // iterator, which must outlive the call. `slots` gives each iterator operand's position among the

@@ -126,14 +126,16 @@ struct PendingUse {
 };
 
 // Adds `delta` to a statistic, for all pools and for the block's pool.
-void add(StatArray& stat, bool small, int64_t delta) {
-  for (const StatType type : {StatType::AGGREGATE, small ? StatType::SMALL_POOL : StatType::LARGE_POOL}) {
-    auto& s = stat[static_cast<size_t>(type)];
-    if (delta >= 0) {
-      s.increase(static_cast<size_t>(delta));
-    } else {
-      s.decrease(static_cast<size_t>(-delta));
-    }
+// Every allocation and free updates several of them: kept small enough to inline.
+inline void add(StatArray& stat, bool small, int64_t delta) {
+  auto& aggregate = stat[static_cast<size_t>(StatType::AGGREGATE)];
+  auto& pool = stat[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)];
+  if (delta >= 0) {
+    aggregate.increase(static_cast<size_t>(delta));
+    pool.increase(static_cast<size_t>(delta));
+  } else {
+    aggregate.decrease(static_cast<size_t>(-delta));
+    pool.decrease(static_cast<size_t>(-delta));
   }
 }
 
@@ -158,13 +160,14 @@ void for_each_stat(DeviceStats& s, const Visit& visit) {
 class FooDeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
-    const c10::DeviceIndex device = current_device();
+    const c10::Stream stream = current_stream_of_current_device(); // one runtime call for both
+    const c10::DeviceIndex device = stream.device_index();
     const c10::Device where(c10::DeviceType::PrivateUse1, device);
     if (nbytes == 0) {
       return {nullptr, nullptr, &deleter, where};
     }
     auto context = memory_history::context_for(memory_history::Action::Alloc); // before the lock: takes the GIL
-    void* ptr = malloc_block(device, current_stream(device).id(), nbytes, std::move(context))->ptr;
+    void* ptr = malloc_block(device, stream.id(), nbytes, std::move(context))->ptr;
     return {ptr, ptr, &deleter, where}; // the context is the pointer, as raw_allocate expects
   }
 
@@ -410,6 +413,19 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     return block;
   }
 
+  // A Block for the rest of a split one: a merge gives its Block back to spare_blocks_, so that a
+  // small operator's allocation and free (a split, then a merge) make no heap allocation of their
+  // own. Caller holds mutex_.
+  Block* spare_block() {
+    if (spare_blocks_.empty()) {
+      return new Block();
+    }
+    Block* block = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    *block = Block();
+    return block;
+  }
+
   // Leaves `size` bytes in `block` and returns the rest to the pool, if the rest is worth keeping
   // apart: any 512 bytes in the small pool, more than 1 MiB in the large one.
   void split(DeviceCache& cache, Block* block, size_t size) {
@@ -417,7 +433,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     if (block->small ? rest < kMinBlockSize : rest <= kSmallSize) {
       return;
     }
-    auto* remainder = new Block();
+    Block* remainder = spare_block();
     remainder->device = block->device;
     remainder->stream = block->stream;
     remainder->small = block->small;
@@ -513,7 +529,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
       if (second->next != nullptr) {
         second->next->prev = first;
       }
-      delete second;
+      spare_blocks_.push_back(second);
       block = first;
     }
     if (block->is_split()) {
@@ -638,6 +654,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
   std::array<DeviceCache, kMaxDevices> caches_;
   std::unordered_map<void*, Block*> allocated_;
   std::deque<PendingUse> pending_;
+  std::vector<Block*> spare_blocks_; // Blocks of merged pieces, for the next split (spare_block())
 };
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &FooDeviceAllocator::instance());

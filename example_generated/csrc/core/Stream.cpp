@@ -90,7 +90,10 @@ c10::Stream current_stream_of_current_device() {
 }
 
 fooStream_t current_stream() {
-  const c10::DeviceIndex device = current_device();
+  return current_stream_on(current_device());
+}
+
+fooStream_t current_stream_on(c10::DeviceIndex device) {
   const c10::StreamId id = current_ids[device];
   return id == 0 ? nullptr : native_stream(make_stream(device, id));
 }

@@ -23,6 +23,9 @@ fooStream_t native_stream(const c10::Stream& stream);
 c10::Stream current_stream(c10::DeviceIndex device);
 c10::Stream current_stream_of_current_device();
 fooStream_t current_stream();
+// current_stream() when the caller knows the current device (it made `device` current with a
+// c10::DeviceGuard): one runtime call less on every kernel launch.
+fooStream_t current_stream_on(c10::DeviceIndex device);
 
 c10::Stream default_stream(c10::DeviceIndex device);
 
