@@ -23,6 +23,11 @@ TORCH_VERSION := $(shell sed -n 's/^version: *"\([^"]*\)".*/\1/p' copier/torch.y
 TORCH_SPEC ?= torch==$(TORCH_VERSION)
 TORCH_INDEX_URL ?=
 NAME ?= npu
+# The test targets run the tests on this many processes (pytest-xdist; 0: in one process). A build of a
+# rendered project runs 2 compiler jobs; on 2 cores, 2 workers keep both busy while the other worker
+# runs a generated test suite, which is mostly one thread.
+TEST_WORKERS ?= 2
+PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 DATA ?=
 DATA_ARGS := $(foreach item,$(DATA),--data $(item))
 VENV := .venv
@@ -52,20 +57,20 @@ demo: $(STAMP)
 	$(BIN)/python scripts/project.py demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(PYTEST) tests
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not slow"
+	$(PYTEST) tests -m "not slow"
 
 # `make test` in parts for CI's parallel jobs; together they run every test (tests/test_ci.py checks it).
 test-lint: $(STAMP)
-	$(BIN)/python -m pytest $(LINT_TESTS)
+	$(PYTEST) $(LINT_TESTS)
 
 test-render: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not slow" $(addprefix --ignore=,$(LINT_TESTS))
+	$(PYTEST) tests -m "not slow" $(addprefix --ignore=,$(LINT_TESTS))
 
 test-build: $(STAMP)
-	$(BIN)/python -m pytest tests -m slow --backend $(NAME)
+	$(PYTEST) tests -m slow --backend $(NAME)
 
 render: $(STAMP)
 	$(BIN)/python scripts/project.py render $(NAME) $(DATA_ARGS)

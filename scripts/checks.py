@@ -51,6 +51,10 @@ NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-
 # differ only here share one compiled extension, and each runs its own tests against it (see
 # build_inputs_digest).
 TEST_ONLY_INPUTS = ("tests", "benchmarks")
+# Answers that change only files the build does not read (TEST_ONLY_INPUTS and NOT_BUILD_INPUTS):
+# renders that differ only in these share one build. tests/test_variants.py checks it against the
+# build digests of the variants; the parallel test run (tests/conftest.py) schedules by it.
+TEST_ONLY_ANSWERS = ("benchmarks", "ci", "opinfo_tests")
 
 
 def tool(name: str) -> str:
@@ -66,6 +70,12 @@ def variants() -> dict[str, dict[str, object]]:
     for name, off in FEATURES_OFF.items():
         result[f"{name} off"] = {name: off}
     return result
+
+
+def build_group(name: str, answers: dict[str, object]) -> str:
+    """A label shared by the renders of name with these answers that compile the same extension."""
+    build_answers = sorted((key, value) for key, value in answers.items() if key not in TEST_ONLY_ANSWERS)
+    return " ".join([name, *(f"{key}={value}" for key, value in build_answers)])
 
 
 def _content(root: Path, path: Path, build_only: bool) -> bytes:

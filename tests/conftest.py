@@ -33,13 +33,21 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: builds a rendered project and runs its test suite (minutes)")
     config.addinivalue_line(
-        "markers", "backend(name): the device name whose rendered project the test builds (selected by --backend)"
+        "markers",
+        "backend(name, **answers): the device name (selected by --backend) and the other answers of the "
+        "rendered project the test builds",
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     """Every slow test says which device name it builds, so that `--backend` (and with it a CI job
-    of .github/workflows/ci.yml) selects it; with `--backend NAME` only those tests run."""
+    of .github/workflows/ci.yml) selects it; with `--backend NAME` only those tests run.
+
+    In a parallel run (`make test`: pytest-xdist, --dist loadgroup) the slow tests that share a build
+    (checks.build_group) go to one worker, so that the build and the test runs it serves happen once
+    (Builds lives in one process), and they come first, longest first: the checked-in example (its
+    whole suite) leads its group and is collected first, the fast tests fill in at the end."""
     unnamed = [
         item.nodeid for item in items if item.get_closest_marker("slow") and not item.get_closest_marker("backend")
     ]
@@ -53,6 +61,11 @@ def pytest_collection_modifyitems(config, items):
         chosen = [item for item in items if (mark := item.get_closest_marker("backend")) and mark.args[0] in names]
         config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
         items[:] = chosen
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker
+        for item in items:
+            if mark := item.get_closest_marker("backend"):
+                item.add_marker(pytest.mark.xdist_group(checks.build_group(mark.args[0], mark.kwargs)))
+        items.sort(key=lambda item: not item.get_closest_marker("slow"))
 
 
 @pytest.fixture

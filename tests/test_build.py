@@ -22,10 +22,13 @@ def test_checked_in_example_builds_and_passes(tmp_path, builds):
     assert passed, "the test suite of example_generated failed"
 
 
+ANOTHER = {"device_count": 3}
+
+
 @pytest.mark.slow
-@pytest.mark.backend("my_accel")
+@pytest.mark.backend("my_accel", **ANOTHER)
 def test_another_name_builds_and_passes(render, builds):
-    passed, _ = builds.build_and_test(render("my_accel", device_count=3), "my_accel")
+    passed, _ = builds.build_and_test(render("my_accel", **ANOTHER), "my_accel")
     assert passed, "the test suite of my_accel failed"
 
 

@@ -113,6 +113,20 @@ def test_shared_builds_are_decided_by_content(tmp_path):
     assert minimal[0] == no_compiled_extras[0] and minimal[1] != no_compiled_extras[1]
 
 
+def test_build_groups_are_the_renders_that_share_a_build(tmp_path):
+    """checks.build_group, by which a parallel run sends the tests of one build to one worker,
+    names the classes of equal build digests among the variants and names."""
+    renders = {**{label: ("foo", answers) for label, answers in VARIANTS.items()}, "npu": ("npu", {})}
+    renders["three devices"] = ("foo", {"device_count": 3})
+    digests, groups = {}, {}
+    for label, (name, answers) in renders.items():
+        root = project.render(tmp_path / label.replace(" ", "-"), {"backend_name": name, **answers})
+        digests[label], groups[label] = checks.build_inputs_digest(root), checks.build_group(name, answers)
+    for a in renders:
+        for b in renders:
+            assert (digests[a] == digests[b]) == (groups[a] == groups[b]), (a, b)
+
+
 def test_build_digest_ignores_only_dependency_lists_of_pyproject(tmp_path):
     root = project.render(tmp_path / "foo", {"backend_name": "foo"})
     before = checks.build_inputs_digest(root), checks.test_inputs_digest(root)
@@ -151,8 +165,9 @@ def test_a_reused_build_gives_the_project_its_compiled_extension(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.backend("foo")
-@pytest.mark.parametrize("label", VARIANTS)
+@pytest.mark.parametrize(
+    "label", [pytest.param(label, marks=pytest.mark.backend("foo", **answers)) for label, answers in VARIANTS.items()]
+)
 def test_variant_builds_and_passes(render, builds, label):
     passed, built_as = builds.build_and_test(render("foo", **VARIANTS[label]), label)
     assert passed, f"the test suite of variant {label!r} (built as {built_as!r}) failed"
