@@ -50,6 +50,7 @@ LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
         "Attention",
         "Autocast",
         "BackendMetaCopies",
+        "Blas",
         "Fallback",
         "RecordStream",
         "Resize",

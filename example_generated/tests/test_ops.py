@@ -57,6 +57,17 @@ def test_binary_ops_match_cpu(device, op, dtype):
     assert_close(fn(two, b.to(device)).cpu(), fn(two, b), **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_add_with_alpha_rounds_once_as_the_cpu(device, dtype):
+    """a + alpha * b is one fused multiply-add (an optimizer's p.add_(g, alpha=-lr)), on the
+    processor's vector instructions where it has them: bit for bit the CPU's result."""
+    a, b = make((4099,), dtype, 0), make((4099,), dtype, 1)
+    assert_close(torch.add(a.to(device), b.to(device), alpha=-0.1).cpu(), torch.add(a, b, alpha=-0.1), rtol=0, atol=0)
+    on_device = a.to(device)
+    on_device.add_(b.to(device), alpha=0.3)
+    assert_close(on_device.cpu(), a.add(b, alpha=0.3), rtol=0, atol=0)
+
+
 def test_bool_arithmetic(device):
     a = torch.tensor([True, False, True, False])
     b = torch.tensor([True, True, False, False])

@@ -205,6 +205,28 @@ struct Div {
   }
 };
 
+// out = a + alpha * b over contiguous float or double arrays with the processor's fused
+// multiply-add instructions, where it has them: std::fma compiled for the baseline x86-64 is a
+// library call per element (an optimizer's p.add_(g, alpha=-lr) ran 20 times slower than the
+// CPU's vectorised kernel). The same single rounding, so the same results.
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T>
+__attribute__((target("avx2,fma"))) void fused_add(T* out, const T* a, const T* b, T alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, float>) {
+      out[i] = __builtin_fmaf(b[i], alpha, a[i]);
+    } else {
+      out[i] = __builtin_fma(b[i], alpha, a[i]);
+    }
+  }
+}
+
+bool has_fused_multiply_add() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
 // out = op(a, b); fast paths for contiguous operands and a broadcast operand.
 template <typename T, typename Op>
 struct BinaryLoop {
@@ -215,7 +237,16 @@ struct BinaryLoop {
     auto* out = reinterpret_cast<T*>(data[0]);
     const auto* a = reinterpret_cast<const T*>(data[1]);
     const auto* b = reinterpret_cast<const T*>(data[2]);
-    if (strides[0] == s && strides[1] == s && strides[2] == s) {
+    const bool contiguous = strides[0] == s && strides[1] == s && strides[2] == s;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (std::is_same_v<Op, Add<T>> && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+      if (contiguous && !op.unit && has_fused_multiply_add()) {
+        fused_add(out, a, b, op.alpha, n);
+        return;
+      }
+    }
+#endif
+    if (contiguous) {
       for (int64_t i = 0; i < n; ++i) {
         out[i] = op(static_cast<M>(a[i]), static_cast<M>(b[i]));
       }
