@@ -75,7 +75,7 @@ def variants() -> dict[str, dict[str, object]]:
 def build_group(name: str, answers: dict[str, object]) -> str:
     """A label shared by the renders of name with these answers that compile the same extension."""
     build_answers = sorted((key, value) for key, value in answers.items() if key not in TEST_ONLY_ANSWERS)
-    return " ".join([name, *(f"{key}={value}" for key, value in build_answers)])
+    return "+".join([name, *(f"{key}={value}" for key, value in build_answers)])
 
 
 def _content(root: Path, path: Path, build_only: bool) -> bytes:
