@@ -5,6 +5,7 @@ the workflow in tests/test_lint.py; GitHub itself is not reachable from the test
 
 import itertools
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -145,3 +146,72 @@ def test_actions_are_pinned_by_version(render):
         jobs = yaml.safe_load(path.read_text())["jobs"].values()
         uses = [step["uses"] for job in jobs for step in job["steps"] if "uses" in step]
         assert uses and all(re.fullmatch(r"[\w-]+/[\w-]+@v\d+(\.\d+)*", use) for use in uses), uses
+
+
+# A suite whose slow tests record which process ran them, under the group of their build.
+PARALLEL_PROBE = """
+import os
+from pathlib import Path
+
+import pytest
+
+def record(group):
+    Path(os.environ["PROBE_OUT"], f"{os.getpid()}-{os.urandom(4).hex()}").write_text(group)
+
+@pytest.mark.slow
+@pytest.mark.backend("foo")
+def test_example():
+    record("foo")
+
+VARIANTS = [{}, {"benchmarks": False}, {"ci": "none"}, {"custom_op": False}, {"custom_op": False, "ci": "none"}]
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answers", [pytest.param(a, marks=pytest.mark.backend("foo", **a)) for a in VARIANTS])
+def test_variant(answers):
+    record("foo+custom_op=False" if "custom_op" in answers else "foo")
+
+@pytest.mark.slow
+@pytest.mark.backend("bar")
+def test_other_name():
+    record("bar")
+
+@pytest.mark.parametrize("n", range(6))
+def test_fast(n):
+    pass
+"""
+
+
+def test_parallel_runs_keep_the_tests_of_one_build_in_one_process(tmp_path):
+    """`make test` runs pytest-xdist with --dist loadgroup; tests/conftest.py marks each slow test
+    with the group of its build (checks.build_group), because conftest.Builds shares a build only
+    within one process. Checked on a small suite with the Makefile's own options: pytest 9.2 made
+    xdist ignore the groups without a word."""
+    suite = tmp_path / "suite"
+    (suite / "out").mkdir(parents=True)
+    # The hooks of tests/conftest.py, loaded under another module name than the probe's conftest.
+    (suite / "conftest.py").write_text(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('template_conftest', {str(ROOT / 'tests' / 'conftest.py')!r})\n"
+        "template = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(template)\n"
+        "pytest_addoption = template.pytest_addoption\n"
+        "pytest_configure = template.pytest_configure\n"
+        "pytest_collection_modifyitems = template.pytest_collection_modifyitems\n"
+    )
+    (suite / "test_probe.py").write_text(PARALLEL_PROBE)
+    options = [word for word in pytest_command(["test"])[3:] if word != "tests"]
+    assert "-n" in options and "loadgroup" in options, options
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *options, "-p", "no:cacheprovider", "-q", str(suite)],
+        cwd=suite,
+        env={**os.environ, "PROBE_OUT": str(suite / "out")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    processes: dict[str, set[str]] = {}
+    for path in (suite / "out").iterdir():
+        processes.setdefault(path.read_text(), set()).add(path.name.split("-")[0])
+    assert set(processes) == {"foo", "foo+custom_op=False", "bar"}
+    assert all(len(pids) == 1 for pids in processes.values()), processes
