@@ -134,14 +134,31 @@ void check_bias(const at::Tensor& self, const at::Tensor& mat) {
       mat.device());
 }
 
-at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  check_operands(self, mat2, false);
-  if (on_device(self, 0, 1)) {
-    if (auto result = product(self, mat2, nullptr, 0, 1)) {
+// The product on the device when it multiplies these operands, else operator Op on the CPU
+// fallback with `args`, the operator's own arguments.
+template <typename Op, typename... Args>
+at::Tensor multiply(
+    bool batched,
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const at::Tensor* bias,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    const Args&... args) {
+  check_operands(a, b, batched);
+  if (bias != nullptr) {
+    check_bias(*bias, b);
+  }
+  if (on_device(a, beta, alpha)) {
+    if (auto result = product(a, b, bias, beta, alpha)) {
       return *result;
     }
   }
-  return run_on_cpu<at::_ops::mm>(self, mat2);
+  return run_on_cpu<Op>(args...);
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  return multiply<at::_ops::mm>(false, self, mat2, nullptr, 0, 1, self, mat2);
 }
 
 at::Tensor addmm(
@@ -150,24 +167,11 @@ at::Tensor addmm(
     const at::Tensor& mat2,
     const at::Scalar& beta,
     const at::Scalar& alpha) {
-  check_operands(mat1, mat2, false);
-  check_bias(self, mat2);
-  if (on_device(mat1, beta, alpha)) {
-    if (auto result = product(mat1, mat2, &self, beta, alpha)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::addmm>(self, mat1, mat2, beta, alpha);
+  return multiply<at::_ops::addmm>(false, mat1, mat2, &self, beta, alpha, self, mat1, mat2, beta, alpha);
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  check_operands(self, mat2, true);
-  if (on_device(self, 0, 1)) {
-    if (auto result = product(self, mat2, nullptr, 0, 1)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::bmm>(self, mat2);
+  return multiply<at::_ops::bmm>(true, self, mat2, nullptr, 0, 1, self, mat2);
 }
 
 at::Tensor baddbmm(
@@ -176,14 +180,7 @@ at::Tensor baddbmm(
     const at::Tensor& batch2,
     const at::Scalar& beta,
     const at::Scalar& alpha) {
-  check_operands(batch1, batch2, true);
-  check_bias(self, batch2);
-  if (on_device(batch1, beta, alpha)) {
-    if (auto result = product(batch1, batch2, &self, beta, alpha)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::baddbmm>(self, batch1, batch2, beta, alpha);
+  return multiply<at::_ops::baddbmm>(true, batch1, batch2, &self, beta, alpha, self, batch1, batch2, beta, alpha);
 }
 
 } // namespace
