@@ -53,6 +53,7 @@ LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
         "Blas",
         "Fallback",
         "RecordStream",
+        "Reductions",
         "Resize",
         "ShallowCopy",
         "Sparse",

@@ -1,27 +1,39 @@
-// Native elementwise kernels: add, sub, mul, div (functional, in-place and out=), fill_ and zero_.
+// Native elementwise kernels: add, sub, mul, div (functional, in-place and out=), fill_ and zero_;
+// relu and its gradient, sqrt, and the optimizers' addcmul, addcdiv and lerp (functional and in
+// place).
 //
 // These are the operators a model calls most, written the way a device backend writes them: the
 // host decides the result dtype (PyTorch's type promotion), checks devices, broadcasts shapes and
-// allocates the output; the operator library (fooOpBinary, fooOpFill) only computes. Python
-// numbers (x + 1) travel in the launch instead of as tensors. Dtypes outside the native set run on
-// the CPU fallback, so every dtype the CPU supports works.
+// allocates the output; the operator library (fooOpBinary, fooOpFill, fooOpPointwise) only
+// computes. Python numbers (x + 1) travel in the launch instead of as tensors. Dtypes outside the
+// native set, and the cases a kernel here does not take (mixed dtypes, out=), run on the CPU
+// fallback, so every dtype the CPU supports works.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/fill_ops.h>
+#include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/MaybeOwned.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <numeric>
 #include <optional>
 
 #include "Fallback.h"
@@ -324,7 +336,7 @@ at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
   return run_on_cpu<at::_ops::div_out>(self, other, out);
 }
 
-at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
+at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) {
     return self;
   }
@@ -373,11 +385,212 @@ at::Tensor& fill_tensor_(at::Tensor& self, const at::Tensor& value) {
       "fill_ only supports 0-dimension value tensor but got tensor with ",
       value.dim(),
       " dimensions.");
-  return fill_(self, value.item());
+  return fill_scalar_(self, value.item());
 }
 
 at::Tensor& zero_(at::Tensor& self) {
-  return fill_(self, 0);
+  return fill_scalar_(self, 0);
+}
+
+// ---- activations and optimizer updates ------------------------------------------------------
+
+// True when the library computes an operation of these tensors: all on one device, of one
+// floating dtype. Anything else (integers, complex numbers, mixed dtypes, a CPU tensor) runs on the
+// fallback, which promotes, or raises PyTorch's error, as the CPU does.
+template <typename... Others>
+bool native_pointwise(const at::Tensor& first, const Others&... others) {
+  const c10::ScalarType dtype = first.scalar_type();
+  if (!first.is_privateuseone() || !(c10::isFloatingType(dtype) && op_dtype(dtype).has_value())) {
+    return false;
+  }
+  return ((others.is_privateuseone() && others.device() == first.device() && others.scalar_type() == dtype) && ...);
+}
+
+// A number argument as PyTorch's CPU kernels take it for `dtype`: rounded to float for float and the
+// 16-bit types (which compute in float), raising PyTorch's error when it does not fit; nullopt for a
+// complex number (the fallback raises).
+std::optional<double> pointwise_value(c10::ScalarType dtype, const at::Scalar& value) {
+  if (value.isComplex()) {
+    return std::nullopt;
+  }
+  return dtype == c10::kDouble ? value.to<double>() : static_cast<double>(value.to<float>());
+}
+
+// Computes `op` over `inputs` (checked by native_pointwise) into a new tensor, or into `*inplace`.
+// nullopt when the library declines, or when the inputs do not broadcast to *inplace's shape (the
+// fallback then raises PyTorch's error): nothing has been written.
+template <size_t N>
+std::optional<at::Tensor> pointwise(
+    fooPointwiseOp op, const std::array<const at::Tensor*, N>& inputs, double value, const at::Tensor* inplace) {
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(true);
+  at::Tensor allocated; // the iterator allocates the result (AllocatingIterator) when not in place
+  if (inplace != nullptr) {
+    at::DimVector shape(inputs[0]->sizes().begin(), inputs[0]->sizes().end());
+    for (size_t i = 1; i < N; ++i) {
+      shape = at::infer_size_dimvector(shape, inputs[i]->sizes());
+    }
+    if (at::IntArrayRef(shape) != inplace->sizes()) {
+      return std::nullopt;
+    }
+    config.add_output(*inplace).resize_outputs(false);
+  } else {
+    config.add_output(allocated);
+  }
+  for (const at::Tensor* input : inputs) {
+    config.add_const_input(*input);
+  }
+  const c10::Device device = inputs[0]->device();
+  const c10::DeviceGuard guard(device);
+  const auto compute = [&](const at::TensorIteratorBase& iter) {
+    std::array<int, N + 1> slots{};
+    std::iota(slots.begin(), slots.end(), 0);
+    const OpIter op_iter(iter, slots, static_cast<int>(N + 1));
+    fooScalar number{};
+    number.real = value;
+    return fooOpPointwise(op, op_iter.get(), number, current_stream_on(device.index()));
+  };
+  if (inplace != nullptr) {
+    const at::TensorIterator iter = config.build();
+    const fooError_t error = compute(iter);
+    if (error == fooErrorNotSupported) {
+      return std::nullopt;
+    }
+    FOO_OP_CHECK(error);
+    return *inplace;
+  }
+  AllocatingIterator iter(device);
+  iter.build(config);
+  const fooError_t error = compute(iter);
+  if (error == fooErrorNotSupported) {
+    return std::nullopt;
+  }
+  FOO_OP_CHECK(error);
+  return iter.output();
+}
+
+at::Tensor sqrt(const at::Tensor& self) {
+  if (native_pointwise(self)) {
+    if (auto result = pointwise<1>(fooPointwiseSqrt, {&self}, 0, nullptr)) {
+      return *result;
+    }
+  }
+  return run_on_cpu<at::_ops::sqrt>(self);
+}
+
+at::Tensor& sqrt_(at::Tensor& self) {
+  if (native_pointwise(self) && pointwise<1>(fooPointwiseSqrt, {&self}, 0, &self)) {
+    return self;
+  }
+  return run_on_cpu<at::_ops::sqrt_>(self);
+}
+
+at::Tensor relu(const at::Tensor& self) {
+  if (native_pointwise(self)) {
+    if (auto result = pointwise<1>(fooPointwiseRelu, {&self}, 0, nullptr)) {
+      return *result;
+    }
+  }
+  return run_on_cpu<at::_ops::relu>(self);
+}
+
+at::Tensor& relu_(at::Tensor& self) {
+  if (native_pointwise(self) && pointwise<1>(fooPointwiseRelu, {&self}, 0, &self)) {
+    return self;
+  }
+  return run_on_cpu<at::_ops::relu_>(self);
+}
+
+at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
+  if (native_pointwise(grad, self)) {
+    if (const auto value = pointwise_value(grad.scalar_type(), threshold)) {
+      if (auto result = pointwise<2>(fooPointwiseThresholdBackward, {&grad, &self}, *value, nullptr)) {
+        return *result;
+      }
+    }
+  }
+  return run_on_cpu<at::_ops::threshold_backward>(grad, self, threshold);
+}
+
+// self + value * a * b and self + value * a / b; Op is the operator of the fallback.
+template <typename Op>
+at::Tensor addc(
+    fooPointwiseOp op, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
+  if (native_pointwise(self, a, b)) {
+    if (const auto number = pointwise_value(self.scalar_type(), value)) {
+      if (auto result = pointwise<3>(op, {&self, &a, &b}, *number, nullptr)) {
+        return *result;
+      }
+    }
+  }
+  return run_on_cpu<Op>(self, a, b, value);
+}
+
+template <typename Op>
+at::Tensor& addc_(
+    fooPointwiseOp op, at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
+  if (native_pointwise(self, a, b)) {
+    if (const auto number = pointwise_value(self.scalar_type(), value)) {
+      if (pointwise<3>(op, {&self, &a, &b}, *number, &self)) {
+        return self;
+      }
+    }
+  }
+  return run_on_cpu<Op>(self, a, b, value);
+}
+
+at::Tensor addcmul(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
+  return addc<at::_ops::addcmul>(fooPointwiseAddcmul, self, a, b, value);
+}
+
+at::Tensor& addcmul_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
+  return addc_<at::_ops::addcmul_>(fooPointwiseAddcmul, self, a, b, value);
+}
+
+at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
+  return addc<at::_ops::addcdiv>(fooPointwiseAddcdiv, self, a, b, value);
+}
+
+at::Tensor& addcdiv_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
+  return addc_<at::_ops::addcdiv_>(fooPointwiseAddcdiv, self, a, b, value);
+}
+
+at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  if (native_pointwise(self, end)) {
+    if (const auto value = pointwise_value(self.scalar_type(), weight)) {
+      if (auto result = pointwise<2>(fooPointwiseLerp, {&self, &end}, *value, nullptr)) {
+        return *result;
+      }
+    }
+  }
+  return run_on_cpu<at::_ops::lerp_Scalar>(self, end, weight);
+}
+
+at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  if (native_pointwise(self, end)) {
+    if (const auto value = pointwise_value(self.scalar_type(), weight)) {
+      if (pointwise<2>(fooPointwiseLerp, {&self, &end}, *value, &self)) {
+        return self;
+      }
+    }
+  }
+  return run_on_cpu<at::_ops::lerp__Scalar>(self, end, weight);
+}
+
+at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  if (native_pointwise(self, end, weight)) {
+    if (auto result = pointwise<3>(fooPointwiseLerp, {&self, &end, &weight}, 0, nullptr)) {
+      return *result;
+    }
+  }
+  return run_on_cpu<at::_ops::lerp_Tensor>(self, end, weight);
+}
+
+at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
+  if (native_pointwise(self, end, weight) && pointwise<3>(fooPointwiseLerp, {&self, &end, &weight}, 0, &self)) {
+    return self;
+  }
+  return run_on_cpu<at::_ops::lerp__Tensor>(self, end, weight);
 }
 
 } // namespace
@@ -395,9 +608,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.Tensor", div);
   m.impl("div_.Tensor", div_);
   m.impl("div.out", div_out);
-  m.impl("fill_.Scalar", fill_);
+  m.impl("fill_.Scalar", fill_scalar_);
   m.impl("fill_.Tensor", fill_tensor_);
   m.impl("zero_", zero_);
+  m.impl("sqrt", sqrt);
+  m.impl("sqrt_", sqrt_);
+  m.impl("relu", relu);
+  m.impl("relu_", relu_);
+  m.impl("threshold_backward", threshold_backward);
+  m.impl("addcmul", addcmul);
+  m.impl("addcmul_", addcmul_);
+  m.impl("addcdiv", addcdiv);
+  m.impl("addcdiv_", addcdiv_);
+  m.impl("lerp.Scalar", lerp_scalar);
+  m.impl("lerp_.Scalar", lerp_scalar_);
+  m.impl("lerp.Tensor", lerp_tensor);
+  m.impl("lerp_.Tensor", lerp_tensor_);
 }
 
 } // namespace torch_foo

@@ -104,6 +104,44 @@ fooError_t fooOpCopy(const fooIter* it, int conjugate, int negate, fooStream_t s
 typedef enum fooBinaryOp { fooBinaryAdd = 0, fooBinaryMul = 1, fooBinaryDiv = 2 } fooBinaryOp;
 fooError_t fooOpBinary(fooBinaryOp op, const fooIter* it, fooScalar alpha, fooStream_t stream);
 
+// Activations and optimizer updates, over operands of one floating dtype (Float16, BFloat16, Float32,
+// Float64), computed in float for the 16-bit types and rounded once at the end, as PyTorch's CPU
+// kernels compute them. Where those kernels multiply and add, they do it in one fused
+// multiply-add on processors that have the instruction (the compiler contracts it): a port whose
+// results must equal the CPU's follows the same rule.
+//  - Sqrt (out, x): sqrt(x) as the CPU computes it: PyTorch's float and double roots come from a
+//    vector math library (MKL's) and may be one unit in the last place off the exact root.
+//  - Relu (out, x): x < 0 ? 0 : x (a NaN and -0.0 pass through, as torch.relu gives them).
+//  - ThresholdBackward (out, grad, x): x <= value ? 0 : grad (relu's gradient for a value of 0).
+//  - Addcmul (out, self, a, b): self + (value * a) * b, the last multiply fused with the add.
+//  - Addcdiv (out, self, a, b): self + (value * a) / b.
+//  - Lerp (out, self, end) with the weight w = value, or (out, self, end, weight) with a weight per
+//    element: self + w * (end - self) for |w| < 0.5, else end + (w - 1) * (end - self), each one
+//    fused multiply-add (exact at both ends).
+typedef enum fooPointwiseOp {
+  fooPointwiseSqrt = 0,
+  fooPointwiseRelu = 1,
+  fooPointwiseThresholdBackward = 2,
+  fooPointwiseAddcmul = 3,
+  fooPointwiseAddcdiv = 4,
+  fooPointwiseLerp = 5,
+} fooPointwiseOp;
+fooError_t fooOpPointwise(
+    fooPointwiseOp op,
+    const fooIter* it,
+    fooScalar value, // the value, threshold or weight the operation takes
+    fooStream_t stream);
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+// For each position of `it`, out = the sum of `count` elements of in: operands (out, in) of one
+// floating dtype, where in is each sum's first element and the next ones follow `stride` bytes
+// apart (a sum over a tensor's dimension, or over several that are one in memory). Summed in
+// float for the 16-bit types, in blocks as PyTorch's CPU sums a column (16 elements a block, then
+// blocks of blocks): as accurate as the CPU's, and equal to it where the CPU walks columns the same
+// way (a bias gradient: a batch of rows summed per feature). An empty sum is 0.
+fooError_t fooOpSum(const fooIter* it, int64_t count, int64_t stride, fooStream_t stream);
+
 // ---- random numbers -----------------------------------------------------------------------------
 
 // Random kernels draw from Philox4x32-10, PyTorch's counter-based generator: a value needs only the

@@ -96,6 +96,35 @@ To convert(From value) {
   }
 }
 
+// True where the host processor has fused multiply-add instructions, which PyTorch's CPU kernels
+// then use (its vectorised kernels for x86 are compiled for AVX2 with FMA, and the compiler
+// contracts a * b + c): kernels that must round as the CPU does choose their arithmetic by it.
+inline bool host_fuses_multiply_add() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#elif defined(__aarch64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// out = sqrt(in) for n elements of a floating dtype, each operand's `stride` bytes apart, by
+// PyTorch's CPU operator (host_math.cpp, the emulated math library). The CPU's float and double
+// square roots come from its vector math library (MKL's, where PyTorch has it): within one unit in
+// the last place of the exact root, not always equal to it. A model whose optimizer takes square
+// roots (Adam) trains as on the CPU only with the same roots: a parameter whose gradient is
+// rounding noise (a convolution's bias before a batch norm) moves by the sign of that noise.
+void host_sqrt(
+    const fooEmuKernelContext* ctx,
+    fooDataType dtype,
+    char* out,
+    int64_t out_stride,
+    const char* in,
+    int64_t in_stride,
+    int64_t n);
+
 // ---- errors -------------------------------------------------------------------------------------
 
 // Describe a failure for fooOpGetLastErrorMessage() and return its code (library.cpp).

@@ -221,10 +221,6 @@ __attribute__((target("avx2,fma"))) void fused_add(T* out, const T* a, const T* 
   }
 }
 
-bool has_fused_multiply_add() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
 #endif
 
 // out = op(a, b); fast paths for contiguous operands and a broadcast operand.
@@ -240,7 +236,7 @@ struct BinaryLoop {
     const bool contiguous = strides[0] == s && strides[1] == s && strides[2] == s;
 #if defined(__x86_64__) && defined(__GNUC__)
     if constexpr (std::is_same_v<Op, Add<T>> && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-      if (contiguous && !op.unit && has_fused_multiply_add()) {
+      if (contiguous && !op.unit && host_fuses_multiply_add()) {
         fused_add(out, a, b, op.alpha, n);
         return;
       }

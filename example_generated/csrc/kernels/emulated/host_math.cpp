@@ -1,4 +1,4 @@
-// Dense math of the emulated device: matrix products and convolutions.
+// Dense math of the emulated device: matrix products and convolutions; and square roots.
 //
 // A device takes these from its vendor's math library (cuBLAS and cuDNN for CUDA). The emulated
 // device runs on the host, whose best math library is the one PyTorch's CPU operators use (oneDNN,
@@ -13,6 +13,7 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/sqrt.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <vector>
@@ -167,6 +168,24 @@ fooTensor or_none(const fooTensor* t) {
 }
 
 } // namespace
+
+void host_sqrt(
+    const fooEmuKernelContext* ctx,
+    fooDataType dtype,
+    char* out,
+    int64_t out_stride,
+    const char* in,
+    int64_t in_stride,
+    int64_t n) {
+  guarded(ctx, [&] {
+    const auto type = *scalar_type(dtype);
+    const auto itemsize = static_cast<int64_t>(c10::elementSize(type));
+    const auto options = at::TensorOptions().dtype(type);
+    at::Tensor result = at::from_blob(out, {n}, {out_stride / itemsize}, options);
+    at::sqrt_out(result, at::from_blob(const_cast<char*>(in), {n}, {in_stride / itemsize}, options));
+  });
+}
+
 } // namespace torch_foo::kernels
 
 using namespace torch_foo::kernels;
