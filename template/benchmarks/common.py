@@ -52,8 +52,15 @@ class Section:
         return "".join(c if c.isalnum() else "_" for c in self.title.lower())
 
 
-def measure(name: str, baseline: Callable[[], object], candidate: Callable[[], object], rounds=None, **params) -> Row:
-    return Row(name, *compare(baseline, candidate, rounds), params)
+def measure(
+    name: str,
+    baseline: Callable[[], object],
+    candidate: Callable[[], object],
+    rounds=None,
+    min_seconds: float | None = None,
+    **params,
+) -> Row:
+    return Row(name, *compare(baseline, candidate, rounds, min_seconds), params)
 
 
 def time_rows(rows: list[Row]) -> list[tuple[str, str, str, str]]:
@@ -82,16 +89,21 @@ def time_per_call(fn: Callable[[], object], min_seconds: float | None = None) ->
 
 
 def compare(
-    baseline: Callable[[], object], candidate: Callable[[], object], rounds: int | None = None
+    baseline: Callable[[], object],
+    candidate: Callable[[], object],
+    rounds: int | None = None,
+    min_seconds: float | None = None,
 ) -> tuple[float, float, float]:
     """Median seconds per call of baseline and candidate, and the median of their per-round ratios
     (candidate / baseline). The two are timed back to back in each round, so a ratio compares
-    measurements taken under the same machine load."""
+    measurements taken under the same machine load. `min_seconds` sets how long each timing lasts
+    (quick runs keep their own, shorter one)."""
     a, b = [], []
     rounds = SETTINGS["rounds"] if rounds is None else min(rounds, SETTINGS["rounds"])
+    min_seconds = None if quick() else min_seconds
     for _ in range(rounds):
-        a.append(time_per_call(baseline))
-        b.append(time_per_call(candidate))
+        a.append(time_per_call(baseline, min_seconds))
+        b.append(time_per_call(candidate, min_seconds))
     return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b, strict=True))
 
 
