@@ -99,9 +99,7 @@ def training_costs() -> list[Row]:
     for name, (model, x, target) in list(models().items())[: 1 if quick() else None]:
         for label, dtype in (("", None), (", autocast bf16", torch.bfloat16)):
             cpu, dev = make_step(model, x, target, "cpu", dtype), make_step(model, x, target, DEVICE, dtype)
-            rows.append(
-                measure(name + label, cpu, dev, min_seconds=0.2, model=name, autocast=dtype is not None)
-            )
+            rows.append(measure(name + label, cpu, dev, min_seconds=0.2, model=name, autocast=dtype is not None))
     return rows
 
 

@@ -182,6 +182,17 @@ def test_sums_equal_the_cpus_within_rounding(device, name, dtype):
     assert_close(got.cpu(), expected)
 
 
+@pytest.mark.parametrize(
+    "shape,dims", [((300, 700), 0), ((300, 700), 1), ((2, 3000, 50), (0, 1)), ((70000,), None)], ids=str
+)
+def test_sums_split_over_blocks(device, shape, dims):
+    """Sums long enough that one launch splits its results over several blocks (and its columns
+    over groups of 64 within a block)."""
+    t = make(shape, torch.float32, 2)
+    got = t.to(device).sum(dims) if dims is not None else t.to(device).sum()
+    assert_close(got.cpu(), t.sum(dims) if dims is not None else t.sum())
+
+
 @pytest.mark.parametrize("dtype", FLOATING, ids=str)
 def test_a_bias_gradient_sums_in_the_cpus_order(device, dtype):
     """Summing a batch's rows per feature, for as many features as the CPU's vector loops take a

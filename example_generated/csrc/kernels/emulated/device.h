@@ -227,7 +227,8 @@ T* device_address(const fooEmuKernelContext* ctx, T* ptr) {
 
 // ---- elementwise kernels ------------------------------------------------------------------------
 
-// Elements per block: a block is one run of the inner loop on one host thread.
+// Elements per block: a block is one run of the inner loop on one host thread (a launch may take
+// fewer per block when each element costs more: a sum's element is a whole column).
 constexpr int64_t kGrain = 32768;
 constexpr int kMaxDims = FOO_OP_MAX_DIMS;
 constexpr int kMaxOperands = FOO_OP_MAX_OPERANDS;
@@ -238,6 +239,7 @@ struct IterParams {
   int32_t ndim;
   int32_t noperands;
   int64_t numel;
+  int64_t grain; // elements per block
   char* data[kMaxOperands]; // null for a scalar operand
   alignas(16) uint64_t values[kMaxOperands][2];
   alignas(16) unsigned char op[64]; // the kernel's own arguments (an alpha, a seed and offset)
@@ -299,7 +301,12 @@ void elementwise_kernel(const fooEmuKernelContext* ctx, const void* raw) {
 // Packs `it` and launches Loop (whose members are its arguments) on `stream`.
 template <typename Loop>
 fooError_t launch_elementwise(
-    const char* name, const fooIter* it, int noperands, const Loop& loop, fooStream_t stream) {
+    const char* name,
+    const fooIter* it,
+    int noperands,
+    const Loop& loop,
+    fooStream_t stream,
+    int64_t grain = kGrain) { // elements a block
   static_assert(std::is_trivially_copyable_v<Loop>, "a loop's arguments are copied as bytes");
   PackedIter packed;
   int64_t numel = 0;
@@ -310,7 +317,8 @@ fooError_t launch_elementwise(
     return fooSuccess;
   }
   packed.set_op(loop);
-  const auto blocks = static_cast<uint64_t>((numel + kGrain - 1) / kGrain);
+  packed.header().grain = std::max<int64_t>(1, grain);
+  const auto blocks = static_cast<uint64_t>((numel + packed.header().grain - 1) / packed.header().grain);
   return launch(function<&elementwise_kernel<Loop>>(name), blocks, packed.bytes, packed.size, stream);
 }
 

@@ -49,6 +49,7 @@ fooError_t pack(const fooIter* it, int noperands, PackedIter* packed, int64_t* n
     n *= it->sizes[d];
   }
   p.numel = n;
+  p.grain = kGrain;
   *numel = n;
   auto* dims = reinterpret_cast<int64_t*>(packed->bytes + sizeof(IterParams));
   for (int d = 0; d < it->ndim; ++d) {
@@ -68,8 +69,8 @@ fooError_t pack(const fooIter* it, int noperands, PackedIter* packed, int64_t* n
 }
 
 void walk(const fooEmuKernelContext* ctx, const IterParams& p, RunFn run, const void* loop) {
-  const int64_t begin = static_cast<int64_t>(block_index(ctx)) * kGrain;
-  const int64_t end = std::min(begin + kGrain, p.numel);
+  const int64_t begin = static_cast<int64_t>(block_index(ctx)) * p.grain;
+  const int64_t end = std::min(begin + p.grain, p.numel);
   const int ndim = p.ndim;
   const int n_ops = p.noperands;
   char* base[kMaxOperands];
