@@ -56,6 +56,7 @@ LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
         "Reductions",
         "Resize",
         "ShallowCopy",
+        "Softmax",
         "Sparse",
         "Views",
         "WiderDtypeOps",

@@ -311,6 +311,23 @@ fooError_t fooOpConvolutionBackward(
     fooTensor* grad_bias,
     fooStream_t stream);
 
+// Softmax (log = 0) or log-softmax (log = 1) along dimension `dim` of `input` into `output`: one
+// shape, one floating dtype, computed as PyTorch's CPU does (in float for the 16-bit types).
+fooError_t fooOpSoftmax(
+    const fooTensor* input,
+    fooTensor* output,
+    int dim,
+    int log, // 1: log-softmax
+    fooStream_t stream);
+// Its gradient: grad_input from grad_output and the forward's output (all of one shape and dtype).
+fooError_t fooOpSoftmaxBackward(
+    const fooTensor* grad_output,
+    const fooTensor* output,
+    fooTensor* grad_input,
+    int dim,
+    int log, // 1: log-softmax
+    fooStream_t stream);
+
 // ---- test kernels -------------------------------------------------------------------------------
 
 // Keeps the stream busy for `microseconds` (as torch.cuda._sleep does): tests observe asynchrony.

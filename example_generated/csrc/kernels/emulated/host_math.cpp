@@ -1,4 +1,4 @@
-// Dense math of the emulated device: matrix products and convolutions; and square roots.
+// Dense math of the emulated device: matrix products, convolutions and softmax; and square roots.
 //
 // A device takes these from its vendor's math library (cuBLAS and cuDNN for CUDA). The emulated
 // device runs on the host, whose best math library is the one PyTorch's CPU operators use (oneDNN,
@@ -10,12 +10,18 @@
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_log_softmax.h>
+#include <ATen/ops/_log_softmax_backward_data.h>
+#include <ATen/ops/_softmax.h>
+#include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/sqrt.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "device.h"
@@ -159,6 +165,53 @@ void convolution_backward_kernel(const fooEmuKernelContext* ctx, const void* raw
   });
 }
 
+struct SoftmaxParams {
+  fooTensor tensors[3]; // forward: input, output; backward: grad_output, output, grad_input
+  int dim;
+  int log;
+};
+
+void softmax_kernel(const fooEmuKernelContext* ctx, const void* raw) {
+  const auto& p = *static_cast<const SoftmaxParams*>(raw);
+  guarded(ctx, [&] {
+    at::Tensor output = as_cpu(ctx, p.tensors[1]);
+    if (p.log != 0) {
+      at::_log_softmax_out(output, as_cpu(ctx, p.tensors[0]), p.dim, false);
+    } else {
+      at::_softmax_out(output, as_cpu(ctx, p.tensors[0]), p.dim, false);
+    }
+  });
+}
+
+void softmax_backward_kernel(const fooEmuKernelContext* ctx, const void* raw) {
+  const auto& p = *static_cast<const SoftmaxParams*>(raw);
+  guarded(ctx, [&] {
+    at::Tensor grad_input = as_cpu(ctx, p.tensors[2]);
+    const at::Tensor grad_output = as_cpu(ctx, p.tensors[0]);
+    const at::Tensor output = as_cpu(ctx, p.tensors[1]);
+    if (p.log != 0) {
+      at::_log_softmax_backward_data_out(grad_input, grad_output, output, p.dim, output.scalar_type());
+    } else {
+      at::_softmax_backward_data_out(grad_input, grad_output, output, p.dim, output.scalar_type());
+    }
+  });
+}
+
+// The tensors of a softmax: one shape, one floating dtype, `dim` among their dimensions.
+bool softmax_operands(std::initializer_list<const fooTensor*> tensors, int dim) {
+  const fooTensor& first = **tensors.begin();
+  for (const fooTensor* t : tensors) {
+    if (t->dtype != first.dtype || t->ndim != first.ndim || !std::equal(t->sizes, t->sizes + t->ndim, first.sizes)) {
+      return false;
+    }
+  }
+  return dim >= 0 && dim < std::max(first.ndim, 1);
+}
+
+bool floating(fooDataType dtype) {
+  return dtype == fooFloat16 || dtype == fooBFloat16 || dtype == fooFloat32 || dtype == fooFloat64;
+}
+
 fooTensor or_none(const fooTensor* t) {
   if (t != nullptr) {
     return *t;
@@ -247,6 +300,50 @@ fooError_t fooOpConvolutionBackward(
   const ConvolutionBackwardParams params{
       *conv, *grad_output, *input, *weight, {or_none(grad_input), or_none(grad_weight), or_none(grad_bias)}};
   return launch(function<&convolution_backward_kernel>("convolution_backward"), 1, &params, sizeof(params), stream);
+}
+
+fooError_t fooOpSoftmax(
+    const fooTensor* input,
+    fooTensor* output,
+    int dim,
+    int log, // 1: log-softmax
+    fooStream_t stream) {
+  if (input == nullptr || output == nullptr || !softmax_operands({input, output}, dim)) {
+    return invalid_argument(__func__);
+  }
+  if (!floating(input->dtype)) {
+    return not_supported("this data type");
+  }
+  SoftmaxParams params{};
+  params.tensors[0] = *input;
+  params.tensors[1] = *output;
+  params.dim = dim;
+  params.log = log;
+  return launch(function<&softmax_kernel>(log != 0 ? "log_softmax" : "softmax"), 1, &params, sizeof(params), stream);
+}
+
+fooError_t fooOpSoftmaxBackward(
+    const fooTensor* grad_output,
+    const fooTensor* output,
+    fooTensor* grad_input,
+    int dim,
+    int log,
+    fooStream_t stream) {
+  if (grad_output == nullptr || output == nullptr || grad_input == nullptr ||
+      !softmax_operands({grad_output, output, grad_input}, dim)) {
+    return invalid_argument(__func__);
+  }
+  if (!floating(output->dtype)) {
+    return not_supported("this data type");
+  }
+  SoftmaxParams params{};
+  params.tensors[0] = *grad_output;
+  params.tensors[1] = *output;
+  params.tensors[2] = *grad_input;
+  params.dim = dim;
+  params.log = log;
+  const char* name = log != 0 ? "log_softmax_backward" : "softmax_backward";
+  return launch(function<&softmax_backward_kernel>(name), 1, &params, sizeof(params), stream);
 }
 
 } // extern "C"
