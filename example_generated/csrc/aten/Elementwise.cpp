@@ -394,18 +394,6 @@ at::Tensor& zero_(at::Tensor& self) {
 
 // ---- activations and optimizer updates ------------------------------------------------------
 
-// True when the library computes an operation of these tensors: all on one device, of one
-// floating dtype. Anything else (integers, complex numbers, mixed dtypes, a CPU tensor) runs on the
-// fallback, which promotes, or raises PyTorch's error, as the CPU does.
-template <typename... Others>
-bool native_pointwise(const at::Tensor& first, const Others&... others) {
-  const c10::ScalarType dtype = first.scalar_type();
-  if (!first.is_privateuseone() || !(c10::isFloatingType(dtype) && op_dtype(dtype).has_value())) {
-    return false;
-  }
-  return ((others.is_privateuseone() && others.device() == first.device() && others.scalar_type() == dtype) && ...);
-}
-
 // A number argument as PyTorch's CPU kernels take it for `dtype`: rounded to float for float and the
 // 16-bit types (which compute in float), raising PyTorch's error when it does not fit; nullopt for a
 // complex number (the fallback raises).
@@ -416,7 +404,7 @@ std::optional<double> pointwise_value(c10::ScalarType dtype, const at::Scalar& v
   return dtype == c10::kDouble ? value.to<double>() : static_cast<double>(value.to<float>());
 }
 
-// Computes `op` over `inputs` (checked by native_pointwise) into a new tensor, or into `*inplace`.
+// Computes `op` over `inputs` (checked by same_floating_device_tensors) into a new tensor, or into `*inplace`.
 // nullopt when the library declines, or when the inputs do not broadcast to *inplace's shape (the
 // fallback then raises PyTorch's error): nothing has been written.
 template <size_t N>
@@ -470,7 +458,7 @@ std::optional<at::Tensor> pointwise(
 }
 
 at::Tensor sqrt(const at::Tensor& self) {
-  if (native_pointwise(self)) {
+  if (same_floating_device_tensors(self)) {
     if (auto result = pointwise<1>(fooPointwiseSqrt, {&self}, 0, nullptr)) {
       return *result;
     }
@@ -479,14 +467,14 @@ at::Tensor sqrt(const at::Tensor& self) {
 }
 
 at::Tensor& sqrt_(at::Tensor& self) {
-  if (native_pointwise(self) && pointwise<1>(fooPointwiseSqrt, {&self}, 0, &self)) {
+  if (same_floating_device_tensors(self) && pointwise<1>(fooPointwiseSqrt, {&self}, 0, &self)) {
     return self;
   }
   return run_on_cpu<at::_ops::sqrt_>(self);
 }
 
 at::Tensor relu(const at::Tensor& self) {
-  if (native_pointwise(self)) {
+  if (same_floating_device_tensors(self)) {
     if (auto result = pointwise<1>(fooPointwiseRelu, {&self}, 0, nullptr)) {
       return *result;
     }
@@ -495,14 +483,14 @@ at::Tensor relu(const at::Tensor& self) {
 }
 
 at::Tensor& relu_(at::Tensor& self) {
-  if (native_pointwise(self) && pointwise<1>(fooPointwiseRelu, {&self}, 0, &self)) {
+  if (same_floating_device_tensors(self) && pointwise<1>(fooPointwiseRelu, {&self}, 0, &self)) {
     return self;
   }
   return run_on_cpu<at::_ops::relu_>(self);
 }
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
-  if (native_pointwise(grad, self)) {
+  if (same_floating_device_tensors(grad, self)) {
     if (const auto value = pointwise_value(grad.scalar_type(), threshold)) {
       if (auto result = pointwise<2>(fooPointwiseThresholdBackward, {&grad, &self}, *value, nullptr)) {
         return *result;
@@ -516,7 +504,7 @@ at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, co
 template <typename Op>
 at::Tensor addc(
     fooPointwiseOp op, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  if (native_pointwise(self, a, b)) {
+  if (same_floating_device_tensors(self, a, b)) {
     if (const auto number = pointwise_value(self.scalar_type(), value)) {
       if (auto result = pointwise<3>(op, {&self, &a, &b}, *number, nullptr)) {
         return *result;
@@ -529,7 +517,7 @@ at::Tensor addc(
 template <typename Op>
 at::Tensor& addc_(
     fooPointwiseOp op, at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  if (native_pointwise(self, a, b)) {
+  if (same_floating_device_tensors(self, a, b)) {
     if (const auto number = pointwise_value(self.scalar_type(), value)) {
       if (pointwise<3>(op, {&self, &a, &b}, *number, &self)) {
         return self;
@@ -556,7 +544,7 @@ at::Tensor& addcdiv_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
 }
 
 at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
-  if (native_pointwise(self, end)) {
+  if (same_floating_device_tensors(self, end)) {
     if (const auto value = pointwise_value(self.scalar_type(), weight)) {
       if (auto result = pointwise<2>(fooPointwiseLerp, {&self, &end}, *value, nullptr)) {
         return *result;
@@ -567,7 +555,7 @@ at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::
 }
 
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
-  if (native_pointwise(self, end)) {
+  if (same_floating_device_tensors(self, end)) {
     if (const auto value = pointwise_value(self.scalar_type(), weight)) {
       if (pointwise<2>(fooPointwiseLerp, {&self, &end}, *value, &self)) {
         return self;
@@ -578,7 +566,7 @@ at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const at::Scal
 }
 
 at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
-  if (native_pointwise(self, end, weight)) {
+  if (same_floating_device_tensors(self, end, weight)) {
     if (auto result = pointwise<3>(fooPointwiseLerp, {&self, &end, &weight}, 0, nullptr)) {
       return *result;
     }
@@ -587,7 +575,8 @@ at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::
 }
 
 at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
-  if (native_pointwise(self, end, weight) && pointwise<3>(fooPointwiseLerp, {&self, &end, &weight}, 0, &self)) {
+  if (same_floating_device_tensors(self, end, weight) &&
+      pointwise<3>(fooPointwiseLerp, {&self, &end, &weight}, 0, &self)) {
     return self;
   }
   return run_on_cpu<at::_ops::lerp__Tensor>(self, end, weight);

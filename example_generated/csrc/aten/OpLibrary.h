@@ -55,6 +55,18 @@ inline fooDataType checked_dtype(c10::ScalarType t) {
   return *dtype;
 }
 
+// True when the library computes an operation of these tensors: all on one device, of one
+// floating dtype it takes. Anything else (integers, complex numbers, mixed dtypes, a CPU tensor)
+// belongs to the fallback, which promotes, or raises PyTorch's error, as the CPU does.
+template <typename... Others>
+bool same_floating_device_tensors(const at::Tensor& first, const Others&... others) {
+  const c10::ScalarType dtype = first.scalar_type();
+  if (!first.is_privateuseone() || !(c10::isFloatingType(dtype) && op_dtype(dtype).has_value())) {
+    return false;
+  }
+  return ((others.is_privateuseone() && others.device() == first.device() && others.scalar_type() == dtype) && ...);
+}
+
 // A TensorIterator that allocates its outputs itself, from the device allocator, as PyTorch's
 // structured CPU kernels do, instead of through the dispatcher (at::TensorIterator calls at::empty:
 // a dispatch through BackendSelect to the empty kernel of csrc/aten/Factories.cpp, which checks the

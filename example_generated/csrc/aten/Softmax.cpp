@@ -27,18 +27,12 @@
 namespace torch_foo {
 namespace {
 
-// True when the library computes a softmax of these tensors: on one device, of one floating dtype.
+// True when the library computes a softmax of these tensors: on one device, of one floating dtype
+// and one shape.
 template <typename... Others>
 bool native_softmax(const at::Tensor& first, const Others&... others) {
-  const c10::ScalarType dtype = first.scalar_type();
-  if (!first.is_privateuseone() || !c10::isFloatingType(dtype) || !op_dtype(dtype).has_value() ||
-      first.dim() > FOO_OP_MAX_TENSOR_DIMS) {
-    return false;
-  }
-  return (
-      (others.is_privateuseone() && others.device() == first.device() && others.scalar_type() == dtype &&
-       others.sizes() == first.sizes()) &&
-      ...);
+  return first.dim() <= FOO_OP_MAX_TENSOR_DIMS && same_floating_device_tensors(first, others...) &&
+      ((others.sizes() == first.sizes()) && ...);
 }
 
 at::Tensor empty_like_contiguous(const at::Tensor& t) {

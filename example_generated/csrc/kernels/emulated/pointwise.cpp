@@ -22,13 +22,11 @@ inline M mul_add(M a, M b, M c, bool fused) {
 
 // The element operations, on values in opmath precision (float for the 16-bit types). Their
 // members travel in the launch's parameter block.
-// Computed by host_sqrt() (device.h): the CPU's square roots, which are not always correctly rounded.
+// Sqrt is only a tag: host_sqrt() (device.h) computes the CPU's square roots, which are not always
+// correctly rounded, so no element loop is instantiated for it.
 template <typename M>
 struct Sqrt {
   static constexpr int kInputs = 1;
-  M operator()(M x) const {
-    return std::sqrt(x);
-  }
 };
 
 template <typename M>
@@ -149,34 +147,34 @@ struct PointwiseLoop {
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<Op, Sqrt<M>>) {
       host_sqrt(ctx, data_type<T>(), data[0], strides[0], data[1], strides[1], n); // the CPU's roots
-      return;
-    }
-    constexpr int kOperands = Op::kInputs + 1;
-    bool contiguous = true;
-    for (int k = 0; k < kOperands; ++k) {
-      contiguous = contiguous && strides[k] == static_cast<int64_t>(sizeof(T));
-    }
-    if (contiguous) {
+    } else {
+      constexpr int kOperands = Op::kInputs + 1;
+      bool contiguous = true;
+      for (int k = 0; k < kOperands; ++k) {
+        contiguous = contiguous && strides[k] == static_cast<int64_t>(sizeof(T));
+      }
+      if (contiguous) {
 #if defined(__x86_64__) && defined(__GNUC__)
-      if (host_fuses_multiply_add()) {
-        contiguous_run_fma<T>(op, data, n);
+        if (host_fuses_multiply_add()) {
+          contiguous_run_fma<T>(op, data, n);
+          return;
+        }
+#endif
+        contiguous_run<T>(op, data, n);
         return;
       }
-#endif
-      contiguous_run<T>(op, data, n);
-      return;
-    }
-    const auto at = [&](int k, int64_t i) {
-      return static_cast<M>(*reinterpret_cast<const T*>(data[k] + i * strides[k]));
-    };
-    for (int64_t i = 0; i < n; ++i) {
-      T& out = *reinterpret_cast<T*>(data[0] + i * strides[0]);
-      if constexpr (Op::kInputs == 1) {
-        out = static_cast<T>(op(at(1, i)));
-      } else if constexpr (Op::kInputs == 2) {
-        out = static_cast<T>(op(at(1, i), at(2, i)));
-      } else {
-        out = static_cast<T>(op(at(1, i), at(2, i), at(3, i)));
+      const auto at = [&](int k, int64_t i) {
+        return static_cast<M>(*reinterpret_cast<const T*>(data[k] + i * strides[k]));
+      };
+      for (int64_t i = 0; i < n; ++i) {
+        T& out = *reinterpret_cast<T*>(data[0] + i * strides[0]);
+        if constexpr (Op::kInputs == 1) {
+          out = static_cast<T>(op(at(1, i)));
+        } else if constexpr (Op::kInputs == 2) {
+          out = static_cast<T>(op(at(1, i), at(2, i)));
+        } else {
+          out = static_cast<T>(op(at(1, i), at(2, i), at(3, i)));
+        }
       }
     }
   }
