@@ -40,23 +40,24 @@ INCLUDE_DIRS: list[str] = []
 LIBRARY_DIRS: list[str] = []
 LIBRARIES = ["dl"]
 
-# Files that register kernels and do host-side bookkeeping but loop over no elements. Most of their
-# compile time is optimising inline code from torch's headers: -O1 compiles them about 20% faster and
-# the benchmarks do not notice (Profiler.cpp: 21 s of CPU at -O3, 15 s at -O1; it runs while a
-# profile is recorded or processed, never per operator). Kernel loops and the rest of csrc/core keep -O3.
+# Optimisation levels. The element loops live in the operator library (csrc/kernels) and the driver
+# (csrc/runtime): those compile at -O3. The extension's files (csrc/core, csrc/aten, ...) check
+# arguments, describe tensors to the library and keep books; most of their compile time is
+# optimising inline code from torch's headers. The hot ones, on every operator's path, compile at
+# -O1; LIGHT_SOURCES (registration, and code off the per-operator path) at -Og. Measured with
+# benchmarks/callgrind_dispatch.py: -O1 instead of -O3 adds 1 to 2% instructions to a small native
+# operator and saves a third of the hot files' compile time; -Og saves another sixth of the light
+# files' but adds 5% to the CPU fallback and 2% to the native matmul, sums and softmax, which is why
+# those files are not light. docs/build-speed.md has the numbers.
 LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
     f"csrc/aten/{name}.cpp"
     for name in (
         "Attention",
         "Autocast",
         "BackendMetaCopies",
-        "Blas",
-        "Fallback",
         "RecordStream",
-        "Reductions",
         "Resize",
         "ShallowCopy",
-        "Softmax",
         "Sparse",
         "Views",
         "WiderDtypeOps",
@@ -98,11 +99,11 @@ def starts_from_precompiled_header(source: str) -> bool:
 # The unity build (UNITY=1, the default): the extension's sources compile as two translation units
 # that setup.py writes into the build directory, each #including a group of them, so that torch's
 # headers are parsed once per group instead of once per file. The sources stay one file per
-# integration point. A group holds the files of one optimisation level (LIGHT_SOURCES at -O1, the
-# rest at -O3; a translation unit has one set of flags). The light group includes all of ATen
+# integration point. A group holds the files of one optimisation level (LIGHT_SOURCES at -Og, the
+# hot ones at -O1; a translation unit has one set of flags). The light group includes all of ATen
 # anyway (c10d, pybind11, autocast, Kineto), so the light files that need only per-operator headers
-# add nothing but their own code to it; the optimised group parses the narrower headers of the
-# kernel files and csrc/core once. The driver (csrc/runtime: small files, each mostly the standard
+# add nothing but their own code to it; the hot group parses the narrower headers of the operator
+# files and csrc/core once. The driver (csrc/runtime: small files, each mostly the standard
 # library's headers) is one more unit; the operator library (csrc/kernels) stays per file, so that
 # editing a kernel recompiles that kernel alone. Editing one file of a group recompiles the group:
 # UNITY=0 compiles file by file, for fast rebuilds while developing.
@@ -126,13 +127,13 @@ def unity_groups(extension_sources: list[str], runtime_sources: list[str]) -> di
     """The unity build's groups, by name, longest to compile first (setup.py passes them to ninja in
     this order, and ninja starts the ready jobs in the order of its build file, so the longest group
     starts at once and the other job compiles the rest meanwhile): the light files of
-    `extension_sources`, the optimised ones, then `runtime_sources` (all relative to the root). In a
+    `extension_sources`, the hot ones, then `runtime_sources` (all relative to the root). In a
     group, the files that configure torch's headers with something other than the per-operator macros
     (Profiler.cpp's USE_KINETO) come first, before another file includes those headers without it."""
     plain = {"TORCH_ASSERT_ONLY_METHOD_OPERATORS", "AT_PER_OPERATOR_HEADERS"}
     groups = {
         "light": [source for source in extension_sources if source in LIGHT_SOURCES],
-        "optimised": [source for source in extension_sources if source not in LIGHT_SOURCES],
+        "hot": [source for source in extension_sources if source not in LIGHT_SOURCES],
         "runtime": list(runtime_sources),
     }
     return {
@@ -205,9 +206,12 @@ def cxx_flags() -> list[str]:
     return ["-fopenmp", *optimisation, *sanitizer_flags()]
 
 
-def light_flags() -> list[str]:
-    """Appended for LIGHT_SOURCES."""
-    return [] if debug() or sanitizers() else ["-O1"]
+def optimisation_flags(source: str) -> list[str]:
+    """Appended to cxx_flags() for `source` (relative to the root): -Og for LIGHT_SOURCES, -O1 for the
+    extension's other files, nothing (-O3) for the operator library and the driver."""
+    if debug() or sanitizers() or not any(source.startswith(d + "/") for d in EXTENSION_DIRS):
+        return []
+    return ["-Og"] if source in LIGHT_SOURCES else ["-O1"]
 
 
 def link_flags() -> list[str]:

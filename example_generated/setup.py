@@ -65,8 +65,8 @@ RUNTIME_UNITS = [unit for unit, group in UNITS.items() if group[0] in RUNTIME_SO
 
 class BuildBackend(BuildExtension):
     """torch's BuildExtension with four changes: a fixed build directory (build_config.build_dir), so
-    that every way of building is incremental; per-file flags in torch's one ninja run (light_flags()
-    for LIGHT_SOURCES, the precompiled header for the files that start from it, which the same run
+    that every way of building is incremental; per-file flags in torch's one ninja run (the optimisation
+    level of optimisation_flags(), the precompiled header for the files that start from it, which the same run
     builds first); and the runtime and kernel sources archived into the two static libraries the
     extension links. torch writes one set of flags for all sources: complete_ninja_file() adds the
     rest to the ninja file it wrote, before ninja runs."""
@@ -147,9 +147,9 @@ def complete_ninja_file(path: Path) -> None:
                 (tail if statements else head).append(line)
             continue
         source = Path(match.group(2)).resolve().relative_to(ROOT).as_posix()
-        # A unity translation unit has the flags of its sources (a group is all light or none).
+        # A unity translation unit has the flags of its sources (a group has one optimisation level).
         grouped = UNITS.get(source, [source])
-        flags = [*config.light_flags()] if grouped[0] in config.LIGHT_SOURCES else []
+        flags = config.optimisation_flags(grouped[0])
         if pch and config.starts_from_precompiled_header(grouped[0]):
             line += f" | {header}.gch"
             flags += ["-include", str(header), "-Winvalid-pch", "-fpch-preprocess"]
