@@ -15,7 +15,8 @@
 namespace torch_foo::runtime {
 namespace {
 
-std::atomic<bool> initialized{false}; // the driver has been initialised (work may exist)
+std::atomic<bool> initialized{false}; // the driver's initialisation has begun (work may exist)
+std::atomic<bool> ready{false}; // ... and has finished: every thread may use the driver
 std::atomic<bool> bad_fork{false}; // this process is a child forked after initialisation
 std::atomic<bool> device_in_use[FOO_MAX_DEVICES];
 thread_local int current = 0;
@@ -65,12 +66,15 @@ bool forked() {
 
 void ensure_initialized() {
   static std::once_flag once;
-  if (initialized.load(std::memory_order_acquire)) {
+  if (ready.load(std::memory_order_acquire)) {
     return;
   }
+  // Threads whose first calls race wait here until the first has initialised the driver: one that
+  // went on as soon as initialisation began could allocate from a half-made address space.
   std::call_once(once, [] {
     initialized.store(true); // first, so that a fork from now on makes a bad child
     driver::initialize();
+    ready.store(true, std::memory_order_release);
   });
 }
 

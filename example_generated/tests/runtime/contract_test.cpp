@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -62,6 +63,50 @@ void test_lazy_initialisation() {
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Several threads whose first calls race: each must find the runtime fully initialised (one thread
+  // initialises, the others wait for it), so its fresh allocation is at once a valid copy target.
+  // Each round is a new child, forked before anything initialised the runtime.
+  constexpr int kRounds = 40;
+  constexpr int kThreads = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    const pid_t racer = fork();
+    if (racer == 0) {
+      std::atomic<int> waiting{kThreads};
+      std::atomic<int> good{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+          waiting.fetch_sub(1);
+          while (waiting.load() > 0) {
+          }
+          // Staggered by a few microseconds, so that later threads arrive while the first initialises.
+          const auto start = std::chrono::steady_clock::now();
+          while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(t * (round % 8 + 1))) {
+          }
+          const long long value = 1000 * round + t;
+          long long back = 0;
+          void* p = nullptr;
+          bool ok = fooSetDevice(t % count) == fooSuccess;
+          ok = ok && fooMalloc(&p, sizeof(value)) == fooSuccess;
+          ok = ok && fooMemcpy(p, &value, sizeof(value), fooMemcpyHostToDevice) == fooSuccess;
+          ok = ok && fooMemcpy(&back, p, sizeof(back), fooMemcpyDeviceToHost) == fooSuccess;
+          ok = ok && back == value && fooFree(p) == fooSuccess;
+          if (ok) {
+            good.fetch_add(1);
+          } else {
+            std::fprintf(stderr, "first use by thread %d, round %d: %s\n", t, round, fooGetLastErrorMessage());
+          }
+        });
+      }
+      for (std::thread& thread : threads) {
+        thread.join();
+      }
+      _exit(good.load() == kThreads ? 0 : 1);
+    }
+    int raced = 0;
+    waitpid(racer, &raced, 0);
+    EXPECT(WIFEXITED(raced) && WEXITSTATUS(raced) == 0);
+  }
 }
 
 void test_errors_and_versions() {
