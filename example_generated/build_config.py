@@ -91,9 +91,14 @@ def use_precompiled_header() -> bool:
     return os.environ.get("PCH", "0" if unity() else "1") not in ("", "0")
 
 
+def in_extension(source: str) -> bool:
+    """Whether `source` (relative to the root) is one of the extension's files (EXTENSION_DIRS)."""
+    return any(source.startswith(d + "/") for d in EXTENSION_DIRS)
+
+
 def starts_from_precompiled_header(source: str) -> bool:
     """Whether `source` (relative to the root) is compiled with the precompiled header."""
-    return source in PRECOMPILED_USERS or any(source.startswith(d + "/") for d in EXTENSION_DIRS)
+    return source in PRECOMPILED_USERS or in_extension(source)
 
 
 # The unity build (UNITY=1, the default): the extension's sources compile as two translation units
@@ -209,7 +214,7 @@ def cxx_flags() -> list[str]:
 def optimisation_flags(source: str) -> list[str]:
     """Appended to cxx_flags() for `source` (relative to the root): -Og for LIGHT_SOURCES, -O1 for the
     extension's other files, nothing (-O3) for the operator library and the driver."""
-    if debug() or sanitizers() or not any(source.startswith(d + "/") for d in EXTENSION_DIRS):
+    if debug() or sanitizers() or not in_extension(source):
         return []
     return ["-Og"] if source in LIGHT_SOURCES else ["-O1"]
 

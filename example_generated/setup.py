@@ -65,11 +65,11 @@ RUNTIME_UNITS = [unit for unit, group in UNITS.items() if group[0] in RUNTIME_SO
 
 class BuildBackend(BuildExtension):
     """torch's BuildExtension with four changes: a fixed build directory (build_config.build_dir), so
-    that every way of building is incremental; per-file flags in torch's one ninja run (the optimisation
-    level of optimisation_flags(), the precompiled header for the files that start from it, which the same run
-    builds first); and the runtime and kernel sources archived into the two static libraries the
-    extension links. torch writes one set of flags for all sources: complete_ninja_file() adds the
-    rest to the ninja file it wrote, before ninja runs."""
+    that every way of building is incremental; per-file flags in torch's one ninja run (the
+    optimisation level of optimisation_flags(), the precompiled header for the files that start
+    from it, which the same run builds first); and the runtime and kernel sources archived into the
+    two static libraries the extension links. torch writes one set of flags for all sources:
+    complete_ninja_file() adds the rest to the ninja file it wrote, before ninja runs."""
 
     def finalize_options(self):
         super().finalize_options()

@@ -404,9 +404,9 @@ std::optional<double> pointwise_value(c10::ScalarType dtype, const at::Scalar& v
   return dtype == c10::kDouble ? value.to<double>() : static_cast<double>(value.to<float>());
 }
 
-// Computes `op` over `inputs` (checked by same_floating_device_tensors) into a new tensor, or into `*inplace`.
-// nullopt when the library declines, or when the inputs do not broadcast to *inplace's shape (the
-// fallback then raises PyTorch's error): nothing has been written.
+// Computes `op` over `inputs` (checked by same_floating_device_tensors) into a new tensor, or into
+// `*inplace`. nullopt when the library declines, or when the inputs do not broadcast to *inplace's
+// shape (the fallback then raises PyTorch's error): nothing has been written.
 template <size_t N>
 std::optional<at::Tensor> pointwise(
     fooPointwiseOp op, const std::array<const at::Tensor*, N>& inputs, double value, const at::Tensor* inplace) {
