@@ -49,7 +49,7 @@ LIBRARIES = ["dl"]
 # operator and saves a third of the hot files' compile time; -Og saves another sixth of the light
 # files' but adds 5% to the CPU fallback and 2% to the native matmul, sums and softmax, which is why
 # those files are not light. docs/build-speed.md has the numbers.
-LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/core/Profiler.cpp"} | {
+LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/python/AutogradThreads.cpp", "csrc/core/Profiler.cpp"} | {
     f"csrc/aten/{name}.cpp"
     for name in (
         "Attention",

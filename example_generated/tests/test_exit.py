@@ -61,3 +61,41 @@ def test_exit_with_work_in_flight_and_threads_holding_streams(run_python):
     assert f"statuses: {expected}" in result.stdout, result.stdout + result.stderr
     assert result.stderr.count("RuntimeError: uncaught on purpose") == 4
     assert "terminate called" not in result.stderr and "Sanitizer" not in result.stderr, result.stderr
+
+
+# A program whose last act is a backward pass on the devices, run as users run it: a new interpreter
+# that returns (or exits inside torch.no_grad()) right after. torch's autograd thread of each device
+# must not still hold that pass when the interpreter finalizes, or the process aborts after its work
+# is done (csrc/python/AutogradThreads.cpp). The abort was a race lost by about one exit in ten, so
+# the program runs in many interpreters; the custom Function puts a Python node in the graph.
+BACKWARD_THEN_EXIT = """
+import torch.nn.functional as F
+
+
+class Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+for index in range(torch.foo.device_count()):
+    x = torch.randn(4, 10, device=f"foo:{index}", requires_grad=True)
+    F.cross_entropy(Twice.apply(x), torch.tensor([1, 0, 9, 3], device=x.device)).backward()
+    F.softmax(x, dim=0).sum().backward()
+if rank % 2:
+    with torch.no_grad():
+        raise SystemExit(0)
+"""
+
+
+def test_exit_right_after_a_backward_pass_is_clean(run_ranks):
+    for _ in range(2):
+        # run_ranks starts the interpreters at once (they need no process group) and fails the test
+        # on any exit code but 0, a signal included, with each one's output.
+        results = run_ranks(BACKWARD_THEN_EXIT, world_size=8, timeout=240, FOO_DEVICE_COUNT="3")
+        for result in results:
+            assert "terminate called" not in result.stderr, result.stderr

@@ -134,16 +134,19 @@ from . import distributed  # noqa: E402,F401  registers the c10d backend "fooccl
 
 
 def _finish_device_work() -> None:
-    """At interpreter exit, waits for the work still queued on the devices while everything its
-    kernels call into is alive: C++ static destructors run after Python's atexit handlers."""
+    """At interpreter exit, while Python still runs (C++ static destructors run after Python's
+    atexit handlers): waits until torch's autograd thread of each device holds no backward pass (one
+    that it drops during finalization aborts the process: csrc/python/AutogradThreads.cpp says why),
+    then for the work still queued on the devices, while everything its kernels call into is alive."""
     if _is_in_bad_fork():
         return
     for index in range(device_count()):
         if _C._is_initialized(index):
-            try:
-                _C._synchronize(index)
-            except RuntimeError:
-                pass  # a failed kernel: nothing is left to report it to at exit
+            for finish in (_C._finish_autograd_device_thread, _C._synchronize):
+                try:
+                    finish(index)
+                except RuntimeError:
+                    pass  # a failed kernel: nothing is left to report it to at exit
 
 
 atexit.register(_finish_device_work)

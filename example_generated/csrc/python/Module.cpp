@@ -11,6 +11,8 @@
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "AutogradThreads.h"
+
 #include "../aten/Fallback.h"
 #include "../aten/Sparse.h"
 #include "../core/CompiledKernels.h"
@@ -327,6 +329,8 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>());
   m.def("_init", &ns::init);
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
+  m.def(
+      "_finish_autograd_device_thread", [](int64_t device) { ns::finish_autograd_device_thread(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);
   m.def("_is_in_bad_fork", &ns::is_in_bad_fork);
