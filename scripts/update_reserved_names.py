@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 import keyword
+import os
 import sys
 from pathlib import Path
+
+# The names torch itself uses, not those a backend installed in this environment adds on import.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 OUTPUT = Path(__file__).resolve().parent.parent / "copier" / "reserved_names.yml"
 
@@ -50,6 +54,17 @@ def c10d_backends() -> set[str]:
     return builtin | {getattr(dist.Backend, name) for name in ("XCCL", "FAKE") if hasattr(dist.Backend, name)}
 
 
+def compile_backends() -> set[str]:
+    """torch.compile's backend names (torch.compile(backend=...)): the device's own compile backend is
+    registered under the device name, which must not take one of torch's."""
+    from importlib.metadata import entry_points
+
+    from torch._dynamo import list_backends
+
+    # Not those that installed packages (a rendered backend among them) add through entry points.
+    return set(list_backends(exclude_tags=())) - set(entry_points(group="torch_dynamo_backends").names)
+
+
 def collect() -> dict[str, list[str]]:
     import torch
     import torch.nn.utils.rnn as rnn
@@ -81,6 +96,7 @@ def collect() -> dict[str, list[str]]:
         "cpp_reserved": sorted(CPP_RESERVED),
         # The generated c10d backend is named <name>ccl unless torch has that name already (xccl).
         "c10d_backends": sorted(c10d_backends()),
+        "compile_backends": sorted(compile_backends()),
     }
 
 

@@ -40,6 +40,8 @@ REJECTED = {
     "accelerator": "torch.accelerator already exists",
     "grad": "clashes with an existing attribute of Tensor",
     "leaf": "clashes with an existing attribute of Tensor",
+    "eager": "torch.compile backend torch already has",
+    "inductor": "torch.compile backend torch already has",
     "cuda_graph": None,  # allowed: not used by torch
 }
 

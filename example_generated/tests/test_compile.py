@@ -271,6 +271,25 @@ def test_modes_the_device_lacks_raise_a_clear_error(options, message):
         f(torch.ones(3, device=DEVICE))
 
 
+def test_the_device_name_is_a_compile_backend_running_inductor_for_the_device():
+    # Where a hardware team's own graph compiler goes (torch_foo/compiler.py, backend()).
+    assert "foo" in torch._dynamo.list_backends()
+
+    def f(x, y):
+        return (x * 2 + y).relu().sin() - y
+
+    x, y = torch.randn(1000), torch.randn(1000)
+    out, (code,) = run_and_get_code(torch.compile(f, backend="foo"), x.to(DEVICE), y.to(DEVICE))
+    assert launches(code) == 1
+    assert out.device == DEVICE
+    assert_close(out.cpu(), f(x, y))
+    # Modes and options as for backend="inductor", refused where the device lacks them.
+    options = {"max_autotune": False}
+    assert_close(torch.compile(f, backend="foo", options=options)(x.to(DEVICE), y.to(DEVICE)).cpu(), f(x, y))
+    with pytest.raises(Exception, match="no CUDA graphs"):
+        torch.compile(f, backend="foo", mode="reduce-overhead")(x.to(DEVICE), y.to(DEVICE))
+
+
 def compile_hand_written_kernel(source: str, name: str, arg_types: list[str]) -> Any:
     """The library built from C++ `source` defining `kernel` and its entry point `name`, the way
     Inductor's kernels are built."""

@@ -1,4 +1,5 @@
-"""How ``torch.compile`` finds foo devices: registrations made as the compiler loads.
+"""How ``torch.compile`` finds foo devices: registrations made as the compiler loads, and the
+device's own compile backend, ``torch.compile(model, backend="foo")``.
 
 ``torch.compile`` looks two things up by device name: the device interface TorchDynamo traces
 device code with (``_dynamo.py``) and the Inductor backend that generates and launches kernels
@@ -30,6 +31,23 @@ def _register_inductor() -> None:
     from . import _inductor
 
     _inductor.register()
+
+
+def backend(graph_module: Any, example_inputs: Any, *, mode: str | None = None, options: dict | None = None) -> Any:
+    """The compile backend named after the device: ``torch.compile(model, backend="foo")``, listed
+    by ``torch._dynamo.list_backends()`` (pyproject.toml's ``torch_dynamo_backends`` entry point).
+
+    TorchDynamo hands it each captured FX graph with example inputs and runs what it returns. This
+    is where a hardware team puts its own graph compiler: a function from the graph to a callable
+    that runs it on the device. Until then it runs Inductor for the device (``_inductor/``), with
+    ``mode`` and ``options`` as ``torch.compile`` takes them for ``backend="inductor"``.
+    """
+    import torch._inductor
+    from torch._inductor.compile_fx import compile_fx
+
+    config = dict(torch._inductor.list_mode_options(mode)) if mode else {}
+    config.update(options or {})
+    return compile_fx(graph_module, example_inputs, config_patches=config)
 
 
 # torch module -> the registration that needs it.
