@@ -284,8 +284,8 @@ def test_the_device_name_is_a_compile_backend_running_inductor_for_the_device():
     assert out.device == DEVICE
     assert_close(out.cpu(), f(x, y))
     # Modes and options as for backend="inductor", refused where the device lacks them.
-    options = {"max_autotune": False}
-    assert_close(torch.compile(f, backend="foo", options=options)(x.to(DEVICE), y.to(DEVICE)).cpu(), f(x, y))
+    with_options = torch.compile(f, backend="foo", options={"max_autotune": False})
+    assert_close(with_options(x.to(DEVICE), y.to(DEVICE)).cpu(), f(x, y))
     with pytest.raises(Exception, match="no CUDA graphs"):
         torch.compile(f, backend="foo", mode="reduce-overhead")(x.to(DEVICE), y.to(DEVICE))
 

@@ -187,3 +187,101 @@ def test_cannot_pin_or_use_layouts_the_device_lacks(device):
         torch.empty(2, device=device, layout=torch._mkldnn)
     with pytest.raises(RuntimeError, match="only the strided layout"):
         torch.empty(2, device=device, layout=torch.jagged)
+
+
+# Every factory function with each keyword argument its schemas take, on the device and on the CPU:
+# the device accepts what the CPU accepts (same dtype, layout, shape, strides, requires_grad, and
+# values where they are deterministic) and refuses what the CPU refuses, with the same exception type.
+# The keywords come from torch's own schemas, so a keyword a new torch release adds fails here until
+# it has values below.
+FACTORIES = {
+    "empty": ((2, 3, 4, 5),),
+    "zeros": ((2, 3),),
+    "ones": ((2, 3),),
+    "full": ((2, 3), 2),
+    "rand": ((2, 3),),
+    "randn": ((2, 3),),
+    "randint": (0, 5, (2, 3)),
+    "randperm": (5,),
+    "normal": (0.0, 1.0, (2, 3)),
+    "arange": (0, 6),
+    "range": (0, 5),
+    "linspace": (0, 1, 5),
+    "logspace": (0, 1, 5),
+    "eye": (3,),
+    "empty_strided": ((2, 3), (1, 2)),
+    "scalar_tensor": (2,),
+    "tril_indices": (3, 3),
+    "triu_indices": (3, 3),
+    "hann_window": (4,),
+    "hamming_window": (4,),
+    "bartlett_window": (4,),
+    "blackman_window": (4,),
+    "kaiser_window": (4,),
+    "empty_like": (),
+    "zeros_like": (),
+    "ones_like": (),
+    "full_like": (2,),
+    "rand_like": (),
+    "randn_like": (),
+    "randint_like": (5,),
+}
+RANDOM = {"empty", "empty_strided", "empty_like", "rand", "randn", "randint", "randperm", "normal"}
+RANDOM |= {"rand_like", "randn_like", "randint_like"}
+
+
+def keyword_values(device: torch.device) -> dict:
+    return {
+        "dtype": [torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.bool, torch.complex64],
+        # Sparse factories: tests/test_sparse.py (torch.scalar_tensor ignores a sparse layout on the CPU only).
+        "layout": [torch.strided],
+        "pin_memory": [False],
+        "memory_format": [torch.contiguous_format, torch.channels_last, torch.preserve_format],
+        "generator": [torch.Generator(device).manual_seed(0)],
+        "requires_grad": [True],
+        "out": [torch.empty(0, device=device)],
+    }
+
+
+def schema_keywords(name: str) -> set[str]:
+    packet = getattr(torch.ops.aten, name)
+    overloads = (getattr(packet, overload)._schema for overload in packet.overloads())
+    keywords = {a.name for schema in overloads for a in schema.arguments if a.kwarg_only}
+    return (keywords | {"requires_grad"}) - {"device"}
+
+
+def facts(t: torch.Tensor) -> tuple:
+    return t.dtype, t.layout, t.shape, t.requires_grad, t.stride() if t.layout == torch.strided else None
+
+
+def outcome(name: str, device: torch.device, keyword: str, value):
+    args = FACTORIES[name]
+    if name.endswith("_like"):
+        args, kwargs = (torch.ones(2, 3, 4, 5, device=device), *args), {}
+    else:
+        kwargs = {"device": device}
+    try:
+        return getattr(torch, name)(*args, **kwargs, **{keyword: value})
+    except Exception as error:  # noqa: BLE001  the CPU's exception type is the expectation
+        return error
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_factory_keywords_behave_as_on_cpu(device, name):
+    cpu = torch.device("cpu")
+    values = {d: keyword_values(d) for d in (cpu, device)}
+    mismatches = []
+    for keyword in sorted(schema_keywords(name)):
+        assert keyword in values[cpu], f"torch.{name} takes {keyword}=, which this test has no values for"
+        for on_cpu, on_device in zip(values[cpu][keyword], values[device][keyword], strict=True):
+            expected, got = outcome(name, cpu, keyword, on_cpu), outcome(name, device, keyword, on_device)
+            case = f"torch.{name}({keyword}={on_cpu!r})"
+            if isinstance(expected, Exception) or isinstance(got, Exception):
+                if type(expected) is not type(got):
+                    mismatches.append(f"{case}: CPU gives {expected!r}, the device {got!r}")
+                continue
+            if got.device.type != device.type or facts(got) != facts(expected):
+                mismatches.append(f"{case}: CPU gives {facts(expected)}, the device {got.device} {facts(got)}")
+            elif name not in RANDOM and not torch.equal(got.detach().cpu().to_dense(), expected.detach().to_dense()):
+                mismatches.append(f"{case}: values differ")
+    assert not mismatches, "\n".join(mismatches)
