@@ -122,3 +122,15 @@ def get_device_name(device: Any = None) -> str:
 def get_device_capability(device: Any = None) -> tuple[int, int]:
     props = get_device_properties(device)
     return props.major, props.minor
+
+
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """True if kernels and copies on `device` can address the memory of `peer_device` directly (the
+    runtime's fooDeviceCanAccessPeer); False for the device itself, as torch.cuda answers."""
+    return _C._can_access_peer(_get_device_index(device, optional=True), _get_device_index(peer_device))
+
+
+def is_tf32_supported() -> bool:
+    """False: the operator library computes float32 matrix products in float32, it has no TF32-like
+    reduced-precision mode for torch.set_float32_matmul_precision to select."""
+    return False

@@ -1,5 +1,9 @@
 """Device memory: ``torch.foo.memory_allocated``, ``memory_stats``, ``empty_cache`` and friends.
 
+The functions have torch.cuda's names, signatures and behaviour (a limit per process with
+``set_per_process_memory_fraction``, raw blocks with ``caching_allocator_alloc``, the pinned host
+allocator's statistics with ``host_memory_stats``).
+
 foo tensors get their memory from a caching allocator, as CUDA tensors do: freed blocks stay
 reserved for reuse, so ``memory_reserved`` is at least ``memory_allocated``, and ``empty_cache``
 hands the unused part back to the device. The same numbers are available through
@@ -13,8 +17,11 @@ which https://pytorch.org/memory_viz and ``torch.cuda._memory_viz`` read.
 
 import pickle
 import sys
+import warnings
 from collections import OrderedDict
 from typing import Any
+
+import torch
 
 from . import _C
 from ._utils import _get_device_index
@@ -23,7 +30,10 @@ from ._utils import _get_device_index
 def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
     """The caching allocator's statistics for `device`, with torch.cuda.memory_stats's keys
     ("allocated_bytes.all.current", "reserved_bytes.small_pool.peak", "num_ooms", ...)."""
-    stats = _C._memory_stats(_get_device_index(device, optional=True))
+    return _flatten(memory_stats_as_nested_dict(device))
+
+
+def _flatten(stats: dict[str, Any]) -> "OrderedDict[str, Any]":
     flat: list[tuple[str, Any]] = []
 
     def flatten(prefix: str, value: Any) -> None:
@@ -35,6 +45,12 @@ def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
 
     flatten("", stats)
     return OrderedDict(sorted(flat))
+
+
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    """memory_stats as nested dictionaries, as torch.cuda.memory_stats_as_nested_dict returns them
+    ({"allocated_bytes": {"all": {"current": ...}}, "num_ooms": ...})."""
+    return _C._memory_stats(_get_device_index(device, optional=True))
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -63,6 +79,121 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
     _C._reset_accumulated_memory_stats(_get_device_index(device, optional=True))
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Deprecated alias of reset_peak_memory_stats (which resets every peak), as in torch.cuda."""
+    warnings.warn(
+        "torch.foo.reset_max_memory_allocated now calls torch.foo.reset_peak_memory_stats, "
+        "which resets /all/ peak memory stats.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    """Deprecated alias of reset_peak_memory_stats (which resets every peak), as in torch.cuda."""
+    warnings.warn(
+        "torch.foo.reset_max_memory_cached now calls torch.foo.reset_peak_memory_stats, "
+        "which resets /all/ peak memory stats.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    reset_peak_memory_stats(device)
+
+
+def memory_cached(device: Any = None) -> int:
+    """Deprecated alias of memory_reserved, as in torch.cuda."""
+    warnings.warn(
+        "torch.foo.memory_cached has been renamed to torch.foo.memory_reserved",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: Any = None) -> int:
+    """Deprecated alias of max_memory_reserved, as in torch.cuda."""
+    warnings.warn(
+        "torch.foo.max_memory_cached has been renamed to torch.foo.max_memory_reserved",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return max_memory_reserved(device)
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Limits what the caching allocator takes from `device` to `fraction` (0 to 1) of its capacity.
+
+    A tensor that would take the cache past the limit first makes the allocator hand its unused
+    blocks back, then raises torch.OutOfMemoryError; raising the fraction again lets the same
+    allocation succeed. The limit counts reserved memory (memory_reserved), as torch.cuda's does.
+    """
+    index = _get_device_index(device, optional=True)
+    if not isinstance(fraction, float | int) or isinstance(fraction, bool):
+        raise TypeError(f"Invalid type for fraction argument, must be `float`, got {type(fraction).__name__}")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(float(fraction), index)
+
+
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    """The fraction set by set_per_process_memory_fraction for `device` (1.0 until set)."""
+    return _C._memory_fraction(_get_device_index(device, optional=True))
+
+
+def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -> int:
+    """`size` bytes of device memory from the caching allocator, as an integer address.
+
+    The memory belongs to `stream` (default: the current stream of `device`), as a tensor allocated
+    there does. Give it back with caching_allocator_delete; it counts in memory_allocated meanwhile.
+    """
+    index = _get_device_index(device, optional=True)
+    if stream is None:
+        stream_id, stream_device = _C._current_stream(index)[:2]
+    elif isinstance(stream, torch.Stream) and stream.device.type == "foo":
+        stream_id, stream_device = stream.stream_id, stream.device_index
+    else:
+        raise TypeError(f"Invalid type for stream argument, must be a torch.foo.Stream or None, got {stream!r}")
+    if stream_device != index:
+        raise ValueError(f"caching_allocator_alloc: the stream is on device {stream_device}, not on device {index}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"caching_allocator_alloc: size must be a non-negative int, got {size!r}")
+    return _C._raw_alloc(size, stream_id, index)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Gives back memory from caching_allocator_alloc; raises RuntimeError for any other address."""
+    _C._raw_delete(int(mem_ptr))
+
+
+def get_allocator_backend() -> str:
+    """The allocator behind foo tensors: "native", the caching allocator (there is no other)."""
+    return "native"
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    """Statistics of the pinned host memory allocator (tensor.pin_memory()), nested as
+    torch.cuda.host_memory_stats_as_nested_dict returns them: "allocations", "allocated_bytes",
+    "active_requests", "active_bytes" (each current, peak, allocated, freed), "num_host_alloc",
+    "num_host_free", "host_alloc_time" and "host_free_time" (microseconds)."""
+    return _C._host_memory_stats()
+
+
+def host_memory_stats() -> "OrderedDict[str, Any]":
+    """host_memory_stats_as_nested_dict flattened into "allocated_bytes.current"-style keys, sorted."""
+    return _flatten(host_memory_stats_as_nested_dict())
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Resets the "allocated" and "freed" counts of host_memory_stats."""
+    _C._reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Resets the "peak" values of host_memory_stats to the current ones."""
+    _C._reset_peak_host_memory_stats()
 
 
 def empty_cache() -> None:
@@ -173,6 +304,10 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
         pickle.dump(snapshot, f)
 
 
-def memory_snapshot() -> list[dict[str, Any]]:
-    """The segments of _snapshot(), as torch.cuda.memory_snapshot returns them."""
+def memory_snapshot(mempool_id: Any = None, include_traces: bool = False) -> list[dict[str, Any]]:
+    """The segments of _snapshot(), as torch.cuda.memory_snapshot returns them. There are no memory
+    pools (`mempool_id` must be None); `include_traces` is accepted for compatibility (the segments
+    carry no traces)."""
+    if mempool_id is not None:
+        raise NotImplementedError("foo has no memory pools: mempool_id must be None")
     return _snapshot()["segments"]

@@ -55,21 +55,80 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    @property
+    def native_handle(self) -> int:
+        """The runtime's handle of this stream (fooStream_t) as an integer, as torch.cuda.Stream's
+        cuda_stream: what C code that queues work on the stream takes (0: the default stream)."""
+        return _C._native_stream(self.stream_id, self.device_index)
+
     def __repr__(self) -> str:
         return f"<torch.{_DEVICE_TYPE}.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class ExternalStream(Stream):
+    """A stream created outside PyTorch, by code that calls the foo runtime directly.
+
+    ``ExternalStream(stream_ptr, device=None)``: `stream_ptr` is the runtime's handle (fooStream_t)
+    as an integer; `device` is the device it belongs to (default: the current one). Work queued
+    under ``torch.foo.stream(ext)`` goes to that stream. PyTorch does not own it: the stream must
+    outlive its use here, as with torch.cuda.ExternalStream.
+    """
+
+    def __new__(cls, stream_ptr: int, device: Any = None, **kwargs: Any) -> "ExternalStream":
+        if kwargs:
+            raise TypeError(f"ExternalStream got unexpected arguments {sorted(kwargs)}")
+        if isinstance(stream_ptr, bool) or not isinstance(stream_ptr, int) or stream_ptr < 0:
+            raise TypeError(f"ExternalStream expects the stream's handle as a non-negative int, got {stream_ptr!r}")
+        index = _get_device_index(device, optional=True)
+        stream_id, device_index, device_type = _C._external_stream(stream_ptr, index)
+        return torch.Stream.__new__(cls, stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+    def __repr__(self) -> str:
+        return f"<torch.{_DEVICE_TYPE}.ExternalStream device={self.device} handle={self.native_handle:#x}>"
+
+
+def get_stream_from_external(data_ptr: int, device: Any = None) -> Stream:
+    """An ExternalStream for the runtime stream handle `data_ptr` of `device` (default: current)."""
+    return ExternalStream(data_ptr, device)
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Reports operations that make the host wait for the device, as torch.cuda.set_sync_debug_mode:
+    "default" (0) says nothing, "warn" (1) warns, "error" (2) raises RuntimeError. They are the
+    blocking copies between host and device (tensor.cpu(), .item(), .tolist(), printing a tensor,
+    operators that run on the CPU fallback), stream and device synchronisation; device work and
+    non-blocking copies to pinned memory are not reported."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C._set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    """The mode set by set_sync_debug_mode: 0, 1 or 2."""
+    return _C._sync_debug_mode()
 
 
 class Event(torch.Event):
     """A point in a stream: query it, wait for it on the host or another stream, time work with it.
 
-    ``Event(enable_timing=False, blocking=False, interprocess=False)``. Timing must be enabled for
-    ``elapsed_time``; without it, recording is cheaper. ``blocking`` is accepted for compatibility
-    (waiting threads sleep anyway); interprocess events are not supported.
+    ``Event(enable_timing=False, blocking=False, interprocess=False, external=False)``. Timing must be
+    enabled for ``elapsed_time``; without it, recording is cheaper. ``blocking`` is accepted for
+    compatibility (waiting threads sleep anyway); interprocess and external (graph) events are not
+    supported.
     """
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
+    ) -> "Event":
         if interprocess:
             raise NotImplementedError("foo events cannot be shared between processes")
+        if external:
+            raise NotImplementedError("foo has no graph capture, which external events are recorded in")
         return super().__new__(cls, device=torch.device(_DEVICE_TYPE), enable_timing=enable_timing, blocking=blocking)
 
     def record(self, stream: torch.Stream | None = None) -> None:

@@ -27,6 +27,7 @@
 
 #include "../core/DeviceAllocator.h"
 #include "../core/HostAllocator.h"
+#include "../core/Stream.h"
 #include "Copy.h"
 #include "OpLibrary.h"
 
@@ -65,6 +66,7 @@ void memcpy_on_stream(void* dst, const void* src, size_t count, fooMemcpyKind ki
   const fooStream_t stream = current_stream();
   FOO_CHECK(fooMemcpyAsync(dst, src, count, kind, stream));
   if (wait) {
+    note_synchronization();
     FOO_CHECK(fooStreamSynchronize(stream));
   }
 }
@@ -75,6 +77,7 @@ void memcpy_on_stream(void* dst, const void* src, size_t count, fooMemcpyKind ki
 // data with DMA engines instead; one fooMemcpy call would do.)
 void transfer(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
   constexpr int64_t kChunk = int64_t{256} << 10;
+  note_synchronization();
   FOO_CHECK(fooStreamSynchronize(current_stream())); // queued work may use the memory
   if (static_cast<int64_t>(count) < 2 * kChunk || at::get_num_threads() == 1) {
     FOO_CHECK(fooMemcpy(dst, src, count, kind));

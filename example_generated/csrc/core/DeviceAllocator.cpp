@@ -114,6 +114,12 @@ struct DeviceCache {
   FreeBlocks large;
   DeviceStats stats;
 
+  // Blocks above max_split_size are never split (CUDA's PYTORCH_CUDA_ALLOC_CONF option). This
+  // allocator has no such limit: -1, what CUDA reports when it is unset, and no oversize blocks.
+  DeviceCache() {
+    stats.max_split_size = -1;
+  }
+
   FreeBlocks& pool(bool small_pool) {
     return small_pool ? small : large;
   }
@@ -285,6 +291,48 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     return result;
   }
 
+  void set_fraction(double fraction, c10::DeviceIndex device) {
+    check_device_index(device);
+    TORCH_CHECK(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
+    const size_t total = getMemoryInfo(device).second;
+    std::lock_guard<std::mutex> lock(mutex_);
+    fractions_[device] = fraction;
+    limits_[device] = static_cast<size_t>(fraction * static_cast<double>(total));
+  }
+
+  double fraction(c10::DeviceIndex device) {
+    check_device_index(device);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fractions_[device];
+  }
+
+  void* raw_alloc(size_t nbytes, c10::Stream stream) {
+    native_stream(stream); // validates it
+    if (nbytes == 0) {
+      return nullptr;
+    }
+    auto context = memory_history::context_for(memory_history::Action::Alloc);
+    void* ptr = malloc_block(stream.device_index(), stream.id(), nbytes, std::move(context))->ptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    raw_.insert(ptr);
+    return ptr;
+  }
+
+  void raw_delete(void* ptr) {
+    if (ptr == nullptr) {
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      TORCH_CHECK(
+          raw_.erase(ptr) == 1,
+          "invalid device pointer: ",
+          ptr,
+          " (not from caching_allocator_alloc, or already deleted)");
+    }
+    free(ptr);
+  }
+
   static FooDeviceAllocator& instance() {
     // Never destroyed: tensors may be freed by other libraries' static destructors at exit.
     static auto* allocator = new FooDeviceAllocator();
@@ -394,12 +442,14 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
       ptr = device_malloc(device, segment);
     }
     if (ptr == nullptr) {
-      const std::string reason = fooGetLastErrorMessage(); // the runtime's own words
+      // The runtime's own words, unless the fraction refused the request before the runtime saw it.
+      const std::string reason = over_fraction(device, segment) ? "" : fooGetLastErrorMessage();
       ++cache.stats.num_ooms;
       const auto allocated = cache.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
       const auto reserved = cache.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+      const size_t limit = fractions_[device] < 1.0 ? limits_[device] : 0;
       lock.unlock();
-      raise_out_of_memory(device, nbytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved), reason);
+      raise_out_of_memory(device, nbytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved), reason, limit);
     }
     ++cache.stats.num_device_alloc;
     add(cache.stats.segment, small, 1);
@@ -607,7 +657,19 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     FOO_CHECK(error);
   }
 
-  static void* device_malloc(c10::DeviceIndex device, size_t size) {
+  // Whether a new segment of `size` bytes would take the cache past its fraction of `device`.
+  // Caller holds mutex_.
+  bool over_fraction(c10::DeviceIndex device, size_t size) {
+    const auto reserved = caches_[device].stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    return fractions_[device] < 1.0 && static_cast<size_t>(reserved) + size > limits_[device];
+  }
+
+  // Memory from the runtime, or nullptr if the device is out of memory or the segment would take
+  // the cache past its fraction of the device. Caller holds mutex_.
+  void* device_malloc(c10::DeviceIndex device, size_t size) {
+    if (over_fraction(device, size)) {
+      return nullptr;
+    }
     const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
     void* ptr = nullptr;
     const fooError_t error = fooMalloc(&ptr, size);
@@ -620,7 +682,12 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
 
   // `reason`: what the runtime said about the last failed allocation ("" if none was tried).
   [[noreturn]] static void raise_out_of_memory(
-      c10::DeviceIndex device, size_t nbytes, size_t allocated, size_t reserved, const std::string& reason) {
+      c10::DeviceIndex device,
+      size_t nbytes,
+      size_t allocated,
+      size_t reserved,
+      const std::string& reason,
+      size_t limit = 0) {
     size_t free = 0;
     size_t total = 0;
     {
@@ -645,7 +712,11 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
         format_bytes(allocated),
         " in tensors and ",
         format_bytes(reserved - std::min(reserved, allocated)),
-        " more in its cache (reserved but unallocated). The emulated capacity is set by FOO_DEVICE_MEMORY.",
+        " more in its cache (reserved but unallocated).",
+        limit == 0 ? "" : " This process may use at most ",
+        limit == 0 ? "" : format_bytes(limit),
+        limit == 0 ? "" : " of it (torch.foo.set_per_process_memory_fraction).",
+        " The emulated capacity is set by FOO_DEVICE_MEMORY.",
         reason.empty() ? "" : " The runtime said: ",
         reason);
   }
@@ -655,6 +726,13 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
   std::unordered_map<void*, Block*> allocated_;
   std::deque<PendingUse> pending_;
   std::vector<Block*> spare_blocks_; // Blocks of merged pieces, for the next split (spare_block())
+  std::set<void*> raw_; // pointers handed out by raw_alloc, not yet deleted
+  std::array<double, kMaxDevices> fractions_ = [] {
+    std::array<double, kMaxDevices> ones{};
+    ones.fill(1.0);
+    return ones;
+  }();
+  std::array<size_t, kMaxDevices> limits_{}; // bytes the cache may reserve per device (0: no limit of ours)
 };
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &FooDeviceAllocator::instance());
@@ -667,6 +745,22 @@ c10::DeviceAllocator* device_allocator() {
 
 std::vector<SegmentInfo> memory_segments() {
   return FooDeviceAllocator::instance().segments();
+}
+
+void set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  FooDeviceAllocator::instance().set_fraction(fraction, device);
+}
+
+double memory_fraction(c10::DeviceIndex device) {
+  return FooDeviceAllocator::instance().fraction(device);
+}
+
+void* raw_alloc(size_t nbytes, c10::Stream stream) {
+  return FooDeviceAllocator::instance().raw_alloc(nbytes, stream);
+}
+
+void raw_delete(void* ptr) {
+  FooDeviceAllocator::instance().raw_delete(ptr);
 }
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t size_bytes) {

@@ -10,6 +10,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/core/Stream.h>
 
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,17 @@ struct SegmentInfo {
 };
 
 std::vector<SegmentInfo> memory_segments();
+
+// torch.foo.set_per_process_memory_fraction: from now on the allocator takes at most
+// `fraction` (0 to 1) of `device`'s capacity; a request past it frees the cache, then raises
+// torch.OutOfMemoryError. 1 (the default) leaves only the device's own limit.
+void set_memory_fraction(double fraction, c10::DeviceIndex device);
+double memory_fraction(c10::DeviceIndex device);
+
+// torch.foo.caching_allocator_alloc / caching_allocator_delete: `nbytes` of `stream`'s device,
+// from the cache, for use on `stream`; raw_delete raises for a pointer raw_alloc did not return.
+void* raw_alloc(size_t nbytes, c10::Stream stream);
+void raw_delete(void* ptr);
 
 // Grows or shrinks a device storage to `size_bytes`, keeping its contents (resize_, set_,
 // UntypedStorage.resize_ through the hooks).

@@ -100,11 +100,13 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeStream(const c10::Stream& stream) const override {
     const c10::DeviceGuard guard(stream.device());
+    note_synchronization();
     FOO_CHECK(fooStreamSynchronize(native_stream(stream)));
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     const c10::DeviceGuard guard(c10::Device(static_type, device_index));
+    note_synchronization();
     FOO_CHECK(fooDeviceSynchronize());
   }
 

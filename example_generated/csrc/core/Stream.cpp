@@ -16,6 +16,8 @@ constexpr int kPoolSize = 8; // streams per device and priority, handed out roun
 constexpr int kPriorities = 2; // level 0: priority 0 (normal), level 1: priority -1 (high)
 constexpr c10::StreamId kPoolIds = kPoolSize * kPriorities; // ids 1 .. kPoolIds
 constexpr int kDedicated = 64; // dedicated streams per device: ids kPoolIds + 1 .. kPoolIds + kDedicated
+constexpr c10::StreamId kExternalIds = kPoolIds + kDedicated; // external streams: ids after this
+constexpr int kExternal = 64; // external streams per device
 
 struct Pool {
   std::mutex mutex; // serialises stream creation and dedicated-stream bookkeeping
@@ -25,9 +27,13 @@ struct Pool {
   std::array<std::atomic<fooStream_t>, kDedicated> dedicated{};
   std::array<int, kDedicated> dedicated_priority{};
   std::array<bool, kDedicated> dedicated_in_use{};
+  // Handles created outside PyTorch, each named by id kExternalIds + 1 + its slot.
+  std::array<std::atomic<fooStream_t>, kExternal> external{};
 };
 
 std::array<Pool, kMaxDevices> pools;
+
+std::atomic<int> sync_debug{0}; // a SyncDebugMode, for all threads as CUDA's
 
 // The current stream id of this thread on each device (0, the default stream, until set).
 thread_local std::array<c10::StreamId, kMaxDevices> current_ids{};
@@ -44,7 +50,7 @@ void check_stream(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "Expected a foo stream, not ", stream);
   check_device_index(stream.device_index());
   TORCH_CHECK(
-      stream.id() >= 0 && stream.id() <= kPoolIds + kDedicated,
+      stream.id() >= 0 && stream.id() <= kExternalIds + kExternal,
       "Invalid foo stream id ",
       stream.id(),
       " (streams come from torch.foo.Stream(), torch.Stream(device=...), torch.foo.current_stream())");
@@ -58,6 +64,11 @@ fooStream_t native_stream(const c10::Stream& stream) {
     return nullptr;
   }
   Pool& pool = pools[stream.device_index()];
+  if (stream.id() > kExternalIds) {
+    const fooStream_t handle = pool.external[stream.id() - kExternalIds - 1].load(std::memory_order_acquire);
+    TORCH_CHECK(handle != nullptr, "foo stream ", stream.id(), " names no external stream");
+    return handle;
+  }
   if (stream.id() > kPoolIds) {
     const fooStream_t handle = pool.dedicated[stream.id() - kPoolIds - 1].load(std::memory_order_acquire);
     TORCH_CHECK(handle != nullptr, "foo stream ", stream.id(), " was never created");
@@ -148,10 +159,59 @@ c10::Stream acquire_dedicated_stream(c10::DeviceIndex device, int priority) {
 
 void release_dedicated_stream(const c10::Stream& stream) {
   check_stream(stream);
-  TORCH_CHECK(stream.id() > kPoolIds, "release_dedicated_stream: ", stream, " is not a dedicated stream");
+  TORCH_CHECK(
+      stream.id() > kPoolIds && stream.id() <= kExternalIds,
+      "release_dedicated_stream: ",
+      stream,
+      " is not a dedicated stream");
   Pool& pool = pools[stream.device_index()];
   std::lock_guard<std::mutex> lock(pool.mutex);
   pool.dedicated_in_use[stream.id() - kPoolIds - 1] = false;
+}
+
+c10::Stream external_stream(fooStream_t handle, c10::DeviceIndex device) {
+  check_device_index(device);
+  if (handle == nullptr) {
+    return make_stream(device, 0);
+  }
+  int owner = -1;
+  const fooError_t error = fooStreamGetDevice(handle, &owner);
+  TORCH_CHECK(
+      error == fooSuccess,
+      "get_stream_from_external: ",
+      static_cast<void*>(handle),
+      " is not a foo stream (",
+      fooGetLastErrorMessage(),
+      ")");
+  TORCH_CHECK(
+      owner == device,
+      "get_stream_from_external: the stream belongs to device ",
+      owner,
+      ", not to device ",
+      static_cast<int>(device));
+  Pool& pool = pools[device];
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  int slot = -1;
+  for (int i = 0; i < kExternal; ++i) {
+    const fooStream_t known = pool.external[i].load(std::memory_order_relaxed);
+    if (known == handle) {
+      return make_stream(device, kExternalIds + 1 + i);
+    }
+    int unused = 0;
+    // A free slot, or one whose stream its owner has destroyed since.
+    if (slot < 0 && (known == nullptr || fooStreamGetDevice(known, &unused) != fooSuccess)) {
+      slot = i;
+    }
+  }
+  TORCH_CHECK(
+      slot >= 0,
+      "get_stream_from_external: ",
+      kExternal,
+      " external streams of device ",
+      static_cast<int>(device),
+      " are alive already");
+  pool.external[slot].store(handle, std::memory_order_release);
+  return make_stream(device, kExternalIds + 1 + slot);
 }
 
 c10::Stream exchange_stream(const c10::Stream& stream) {
@@ -164,12 +224,35 @@ c10::Stream exchange_stream(const c10::Stream& stream) {
 
 int stream_priority(const c10::Stream& stream) {
   check_stream(stream);
+  if (stream.id() > kExternalIds) {
+    int priority = 0;
+    const c10::DeviceGuard guard(stream.device());
+    FOO_CHECK(fooStreamGetPriority(native_stream(stream), &priority));
+    return priority;
+  }
   if (stream.id() > kPoolIds) {
     Pool& pool = pools[stream.device_index()];
     std::lock_guard<std::mutex> lock(pool.mutex);
     return pool.dedicated_priority[stream.id() - kPoolIds - 1];
   }
   return stream.id() == 0 || (stream.id() - 1) / kPoolSize == 0 ? 0 : -1;
+}
+
+void set_sync_debug_mode(SyncDebugMode mode) {
+  sync_debug.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+
+SyncDebugMode sync_debug_mode() {
+  return static_cast<SyncDebugMode>(sync_debug.load(std::memory_order_relaxed));
+}
+
+void note_synchronization() {
+  const SyncDebugMode mode = sync_debug_mode();
+  if (C10_LIKELY(mode == SyncDebugMode::Disabled)) {
+    return;
+  }
+  TORCH_CHECK(mode != SyncDebugMode::Error, "called a synchronizing foo operation");
+  TORCH_WARN("called a synchronizing foo operation");
 }
 
 } // namespace torch_foo

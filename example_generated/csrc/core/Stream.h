@@ -5,7 +5,8 @@
 // priority (torch.Stream(), torch.foo.Stream(), the autograd engine and c10d all draw from it),
 // created in the runtime the first time they are used. PyTorch never destroys a stream, so a pool
 // bounds how many exist, as with CUDA. Ids past the pool are dedicated streams, which one owner
-// (the c10d backend) has to itself. The current stream is per host thread and per device.
+// (the c10d backend) has to itself; after them come streams created outside PyTorch (external).
+// The current stream is per host thread and per device.
 // Runtime calls on a stream must run with its device current: NULL, the handle of every default
 // stream, means "the default stream of the current device" (c10::DeviceGuard does that).
 #pragma once
@@ -39,10 +40,24 @@ c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
 c10::Stream acquire_dedicated_stream(c10::DeviceIndex device, int priority);
 void release_dedicated_stream(const c10::Stream& stream);
 
+// The c10::Stream that names `handle`, a stream of `device` created outside PyTorch
+// (torch.foo.get_stream_from_external); NULL names the default stream. Raises if the runtime does
+// not know the handle or it belongs to another device. PyTorch does not own it: work queued through
+// it after its owner destroyed it fails. Up to 64 external streams per device at a time.
+c10::Stream external_stream(fooStream_t handle, c10::DeviceIndex device);
+
 // Makes `stream` the current stream of its device for this thread; returns the previous one.
 c10::Stream exchange_stream(const c10::Stream& stream);
 
 // The priority of `stream` (0 normal, -1 high), as torch.foo.Stream.priority reports it.
 int stream_priority(const c10::Stream& stream);
+
+// Synchronisation debugging, torch.foo.set_sync_debug_mode (torch.cuda's): operations that make
+// the host wait for the device (blocking copies between host and device, .item(), stream and device
+// synchronisation) call note_synchronization(), which warns or raises as the mode says.
+enum class SyncDebugMode : int { Disabled = 0, Warn = 1, Error = 2 };
+void set_sync_debug_mode(SyncDebugMode mode);
+SyncDebugMode sync_debug_mode();
+void note_synchronization();
 
 } // namespace torch_foo

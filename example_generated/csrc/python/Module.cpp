@@ -5,8 +5,13 @@
 // they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. This is the only file
 // that includes pybind11, whose headers are slow to compile.
 #include <ATen/Context.h>
+#pragma GCC diagnostic push // as in HostAllocator.cpp: the header's alignment warning
+#pragma GCC diagnostic ignored "-Winterference-size"
+#include <ATen/core/CachingHostAllocator.h>
+#pragma GCC diagnostic pop
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
@@ -57,6 +62,7 @@ py::dict device_properties(c10::DeviceIndex device) {
 }
 
 void synchronize(c10::DeviceIndex device) {
+  note_synchronization();
   const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   FOO_CHECK(fooDeviceSynchronize());
 }
@@ -102,16 +108,20 @@ double elapsed_time(py::handle start, py::handle end) {
   return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(reinterpret_cast<THPEvent*>(end.ptr())->event);
 }
 
+py::dict stat_dict(const c10::CachingAllocator::Stat& stat) {
+  py::dict d;
+  d["current"] = stat.current;
+  d["peak"] = stat.peak;
+  d["allocated"] = stat.allocated;
+  d["freed"] = stat.freed;
+  return d;
+}
+
 py::dict stat_dict(const c10::CachingAllocator::StatArray& stats) {
   const char* pools[] = {"all", "small_pool", "large_pool"};
   py::dict d;
   for (size_t i = 0; i < stats.size(); ++i) {
-    py::dict s;
-    s["current"] = stats[i].current;
-    s["peak"] = stats[i].peak;
-    s["allocated"] = stats[i].allocated;
-    s["freed"] = stats[i].freed;
-    d[pools[i]] = s;
+    d[pools[i]] = stat_dict(stats[i]);
   }
   return d;
 }
@@ -134,7 +144,61 @@ py::dict memory_stats(c10::DeviceIndex device) {
   d["num_sync_all_streams"] = s.num_sync_all_streams;
   d["num_device_alloc"] = s.num_device_alloc;
   d["num_device_free"] = s.num_device_free;
+  d["max_split_size"] = s.max_split_size;
+  d["oversize_allocations"] = stat_dict(s.oversize_allocations);
+  d["oversize_segments"] = stat_dict(s.oversize_segments);
   return d;
+}
+
+// The pinned-memory allocator's statistics, nested as torch.cuda.host_memory_stats_as_nested_dict.
+py::dict host_memory_stats() {
+  const at::HostStats s = at::getHostAllocator(c10::DeviceType::PrivateUse1)->get_stats();
+  const auto duration = [](const c10::CachingAllocator::DurationStat& v) {
+    py::dict d;
+    d["total"] = v.total;
+    d["max"] = v.max;
+    d["min"] = v.min;
+    d["count"] = v.count;
+    d["avg"] = v.count == 0 ? 0 : v.total / v.count;
+    return d;
+  };
+  py::dict d;
+  d["allocations"] = stat_dict(s.allocations);
+  d["allocated_bytes"] = stat_dict(s.allocated_bytes);
+  d["active_requests"] = stat_dict(s.active_requests);
+  d["active_bytes"] = stat_dict(s.active_bytes);
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
+  d["host_alloc_time"] = duration(s.host_alloc_time);
+  d["host_free_time"] = duration(s.host_free_time);
+  return d;
+}
+
+// A runtime query for the monitoring functions (torch.foo.utilization, temperature, ...).
+// NotSupported becomes RuntimeError naming the sensor, as torch.cuda's raise without NVML.
+uint64_t device_metric(c10::DeviceIndex device, int metric) {
+  uint64_t value = 0;
+  FOO_CHECK(fooDeviceGetMetric(device, static_cast<fooDeviceMetric>(metric), &value));
+  return value;
+}
+
+// (pid, bytes) of each process that holds memory of `device`.
+std::vector<std::pair<int, size_t>> device_processes(c10::DeviceIndex device) {
+  unsigned int count = 0;
+  FOO_CHECK(fooDeviceGetProcesses(device, nullptr, &count));
+  std::vector<fooProcessInfo> processes(count);
+  FOO_CHECK(fooDeviceGetProcesses(device, processes.data(), &count));
+  std::vector<std::pair<int, size_t>> result;
+  for (unsigned int i = 0; i < count && i < processes.size(); ++i) {
+    result.emplace_back(processes[i].pid, processes[i].usedMemory);
+  }
+  return result;
+}
+
+bool can_access_peer(c10::DeviceIndex device, c10::DeviceIndex peer) {
+  int access = 0;
+  FOO_CHECK(fooDeviceCanAccessPeer(&access, device, peer));
+  return access != 0;
 }
 
 // torch.compile's kernels (torch_foo/_inductor/kernels.py): launches a loaded kernel on the current
@@ -323,16 +387,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", [] { return static_cast<int>(ns::current_device()); });
   m.def("_set_device", [](int64_t device) { ns::set_device(ns::checked(device)); });
   m.def("_exchange_device", [](int64_t device) { return static_cast<int>(ns::exchange_device(ns::checked(device))); });
+  // With PyTorch's warning handling: set_sync_debug_mode("warn") reports it as a Python warning.
   m.def(
-      "_synchronize",
-      [](int64_t device) { ns::synchronize(ns::checked(device)); },
-      py::call_guard<py::gil_scoped_release>());
+      "_synchronize", torch::wrap_pybind_function_no_gil([](int64_t device) { ns::synchronize(ns::checked(device)); }));
   m.def("_init", &ns::init);
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
   m.def(
       "_finish_autograd_device_thread", [](int64_t device) { ns::finish_autograd_device_thread(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);
+  // Peer access and monitoring (torch_foo/monitoring.py).
+  m.def("_can_access_peer", [](int64_t device, int64_t peer) {
+    return ns::can_access_peer(ns::checked(device), ns::checked(peer));
+  });
+  m.def("_device_metric", [](int64_t device, int metric) { return ns::device_metric(ns::checked(device), metric); });
+  m.def("_device_processes", [](int64_t device) { return ns::device_processes(ns::checked(device)); });
   m.def("_is_in_bad_fork", &ns::is_in_bad_fork);
   // Streams (torch_foo/streams.py).
   m.def("_current_stream", [](int64_t device) { return ns::stream_tuple(ns::current_stream(ns::checked(device))); });
@@ -342,6 +411,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sleep", &ns::sleep_on_stream, py::call_guard<py::gil_scoped_release>());
   m.def("_elapsed_time", &ns::elapsed_time);
   m.def("_launch_failing_kernel", &ns::launch_failing_kernel);
+  m.def("_external_stream", [](uintptr_t handle, int64_t device) {
+    return ns::stream_tuple(ns::external_stream(reinterpret_cast<fooStream_t>(handle), ns::checked(device)));
+  });
+  m.def("_native_stream", [](int64_t stream_id, int64_t device) {
+    return reinterpret_cast<uintptr_t>(ns::native_stream(ns::stream_of(stream_id, device)));
+  });
+  m.def("_set_sync_debug_mode", [](int mode) {
+    TORCH_CHECK(mode >= 0 && mode <= 2, "invalid sync debug mode ", mode, ": expected 0, 1 or 2");
+    ns::set_sync_debug_mode(static_cast<ns::SyncDebugMode>(mode));
+  });
+  m.def("_sync_debug_mode", [] { return static_cast<int>(ns::sync_debug_mode()); });
   m.def("_current_raw_stream", [](int64_t device) {
     return reinterpret_cast<uintptr_t>(ns::native_stream(ns::current_stream(ns::checked(device))));
   });
@@ -359,6 +439,23 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_empty_cache", [] { ns::device_allocator()->emptyCache(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_mem_get_info", [](int64_t device) { return ns::device_allocator()->getMemoryInfo(ns::checked(device)); });
+  m.def("_set_memory_fraction", [](double fraction, int64_t device) {
+    ns::set_memory_fraction(fraction, ns::checked(device));
+  });
+  m.def("_memory_fraction", [](int64_t device) { return ns::memory_fraction(ns::checked(device)); });
+  m.def("_raw_alloc", [](size_t nbytes, int64_t stream_id, int64_t device) {
+    return reinterpret_cast<uintptr_t>(ns::raw_alloc(nbytes, ns::stream_of(stream_id, device)));
+  });
+  m.def(
+      "_raw_delete",
+      [](uintptr_t ptr) { ns::raw_delete(reinterpret_cast<void*>(ptr)); },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_host_memory_stats", &ns::host_memory_stats);
+  m.def("_reset_accumulated_host_memory_stats", [] {
+    at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_accumulated_stats();
+  });
+  m.def(
+      "_reset_peak_host_memory_stats", [] { at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_peak_stats(); });
   m.def("_record_memory_history", &ns::record_memory_history);
   m.def("_memory_snapshot", &ns::memory_snapshot);
   // A new Python object for the device's default generator; torch_foo.random keeps one per device.

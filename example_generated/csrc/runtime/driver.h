@@ -25,6 +25,12 @@ fooError_t device_properties(int device, fooDeviceProp* prop);
 void initialize();
 int version();
 
+// Peer access and monitoring (runtime.h states what each reports); they may run before
+// initialisation. Sensors a device lacks answer fooErrorNotSupported.
+bool can_access_peer(int device, int peer);
+fooError_t device_metric(int device, fooDeviceMetric metric, uint64_t* value);
+fooError_t device_processes(int device, fooProcessInfo* processes, unsigned int* count);
+
 // Memory. malloc(size > 0) on `device`; free() of a pointer that is not a live allocation's start
 // is fooErrorInvalidDevicePointer. free() and free_host() wait for pending work.
 fooError_t malloc(int device, size_t size, void** ptr);

@@ -156,6 +156,40 @@ FOO_API fooError_t fooDeviceSynchronize(void);
 // the version queries then fails with fooErrorForkedAfterInit), else 0.
 FOO_API fooError_t fooIsInBadFork(int* bad_fork);
 
+// ---- peer access and monitoring -----------------------------------------------------------------
+
+// Sets *canAccessPeer to 1 if kernels and copies running on `device` may address memory of
+// `peerDevice` directly (CUDA's cudaDeviceCanAccessPeer), else 0; 0 when the two are the same
+// device. Initialises nothing.
+FOO_API fooError_t fooDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice);
+
+// What a device reports about itself while it runs (what NVML reports for CUDA devices).
+typedef enum fooDeviceMetric {
+  // Percent of the time since the previous read of this metric on this device (since the process
+  // started, for the first read) during which at least one kernel was running.
+  fooMetricUtilization = 0,
+  // Percent of the same kind of window during which device memory was being read or written.
+  fooMetricMemoryUtilization = 1,
+  fooMetricTemperature = 2, // degrees Celsius
+  fooMetricPowerDraw = 3, // milliwatts
+  fooMetricClockRate = 4, // the compute clock, in MHz
+} fooDeviceMetric;
+
+// Reads `metric` of `device` into *value. fooErrorNotSupported if the device has no
+// such sensor (the message says which). Never waits for work and initialises nothing.
+FOO_API fooError_t fooDeviceGetMetric(int device, fooDeviceMetric metric, uint64_t* value);
+
+// A process that holds memory of a device.
+typedef struct fooProcessInfo {
+  int pid;
+  size_t usedMemory; // bytes of the device's memory it holds
+} fooProcessInfo;
+
+// The processes holding memory of `device`: *count is the capacity of `processes` on entry (0
+// with processes == NULL to ask for the number only) and the number of such processes on return;
+// at most the capacity are written. Initialises nothing.
+FOO_API fooError_t fooDeviceGetProcesses(int device, fooProcessInfo* processes, unsigned int* count);
+
 // ---- memory -------------------------------------------------------------------------------------
 
 // Device memory. Allocations belong to the current device. Freeing waits for all pending work on
@@ -200,6 +234,8 @@ FOO_API fooError_t fooStreamSynchronize(fooStream_t stream);
 // Work enqueued on `stream` after this call waits until `event` has completed (flags must be 0).
 FOO_API fooError_t fooStreamWaitEvent(fooStream_t stream, fooEvent_t event, unsigned int flags);
 FOO_API fooError_t fooStreamGetPriority(fooStream_t stream, int* priority);
+// The device of `stream`. Any value is accepted: one that is not a live stream of this runtime gives
+// fooErrorInvalidResourceHandle (how a handle received from other code is checked).
 FOO_API fooError_t fooStreamGetDevice(fooStream_t stream, int* device);
 FOO_API fooError_t fooDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
 

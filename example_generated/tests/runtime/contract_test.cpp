@@ -177,6 +177,77 @@ void test_devices() {
   EXPECT(device == 0);
 }
 
+// Peer access, the monitoring metrics and the process list: answers every device can give, or
+// fooErrorNotSupported for a sensor it lacks.
+void test_monitoring() {
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  int access = -1;
+  EXPECT_CODE(fooDeviceCanAccessPeer(nullptr, 0, 0), fooErrorInvalidValue);
+  EXPECT_CODE(fooDeviceCanAccessPeer(&access, 0, count), fooErrorInvalidDevice);
+  EXPECT_CODE(fooDeviceCanAccessPeer(&access, -1, 0), fooErrorInvalidDevice);
+  OK(fooDeviceCanAccessPeer(&access, 0, 0));
+  EXPECT(access == 0); // a device is not its own peer
+  for (int d = 1; d < count; ++d) {
+    OK(fooDeviceCanAccessPeer(&access, 0, d));
+    EXPECT(access == 0 || access == 1);
+  }
+
+  uint64_t value = 0;
+  EXPECT_CODE(fooDeviceGetMetric(0, fooMetricUtilization, nullptr), fooErrorInvalidValue);
+  EXPECT_CODE(fooDeviceGetMetric(count, fooMetricUtilization, &value), fooErrorInvalidDevice);
+  EXPECT_CODE(fooDeviceGetMetric(0, static_cast<fooDeviceMetric>(99), &value), fooErrorInvalidValue);
+  for (const auto metric : {fooMetricTemperature, fooMetricPowerDraw, fooMetricClockRate}) {
+    const auto error = fooDeviceGetMetric(0, metric, &value);
+    EXPECT(error == fooSuccess || error == fooErrorNotSupported);
+  }
+  // Utilisation covers the window since the previous read: a kernel that sleeps through most of a
+  // window makes it busy, an idle window is not.
+  if (fooDeviceGetMetric(0, fooMetricUtilization, &value) == fooSuccess) {
+    OK(fooSetDevice(0));
+    OK(launch_sleep(200000, nullptr));
+    OK(fooDeviceSynchronize());
+    OK(fooDeviceGetMetric(0, fooMetricUtilization, &value));
+    EXPECT(value >= 50 && value <= 100);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    OK(fooDeviceGetMetric(0, fooMetricUtilization, &value));
+    EXPECT(value <= 50);
+  }
+  if (fooDeviceGetMetric(0, fooMetricMemoryUtilization, &value) == fooSuccess) {
+    EXPECT(value <= 100);
+  }
+
+  // A handle received from other code is checked through StreamGetDevice, whatever its value.
+  int owner = -1;
+  const auto unknown = reinterpret_cast<fooStream_t>(uintptr_t{0x1234});
+  EXPECT_CODE(fooStreamGetDevice(unknown, &owner), fooErrorInvalidResourceHandle);
+  fooStream_t created = nullptr;
+  OK(fooSetDevice(0));
+  OK(fooStreamCreate(&created));
+  OK(fooStreamGetDevice(created, &owner));
+  EXPECT(owner == 0);
+  OK(fooStreamDestroy(created));
+
+  unsigned int n = 1;
+  EXPECT_CODE(fooDeviceGetProcesses(0, nullptr, nullptr), fooErrorInvalidValue);
+  EXPECT_CODE(fooDeviceGetProcesses(0, nullptr, &n), fooErrorInvalidValue);
+  n = 0;
+  EXPECT_CODE(fooDeviceGetProcesses(count, nullptr, &n), fooErrorInvalidDevice);
+  void* held = nullptr;
+  OK(fooSetDevice(0));
+  OK(fooMalloc(&held, size_t{1} << 20));
+  OK(fooDeviceGetProcesses(0, nullptr, &n));
+  EXPECT(n >= 1); // this process holds memory of device 0
+  std::vector<fooProcessInfo> processes(n);
+  OK(fooDeviceGetProcesses(0, processes.data(), &n));
+  bool found = false;
+  for (unsigned int i = 0; i < n && i < processes.size(); ++i) {
+    found = found || (processes[i].pid == static_cast<int>(getpid()) && processes[i].usedMemory >= (size_t{1} << 20));
+  }
+  EXPECT(found);
+  OK(fooFree(held));
+}
+
 void test_memory() {
   size_t free_before = 0;
   size_t total = 0;
@@ -532,6 +603,7 @@ int main() {
   test_launches();
   test_events();
   test_devices_and_threads();
+  test_monitoring();
   test_tracing();
   test_fork();
   return finish("runtime contract");

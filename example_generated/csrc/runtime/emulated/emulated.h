@@ -145,6 +145,14 @@ void stop_workers();
 // Runs a copy or fill task on a stream worker.
 void run_transfer(const Task& task);
 
+// ---- monitoring (monitoring.cpp) ----------------------------------------------------------------
+
+// The kinds of work the utilisation metrics measure: kernels (compute), copies and fills (memory).
+enum class Activity : uint8_t { Compute, Memory };
+// A stream worker of `device` starts or finishes a task of that kind.
+void activity_begin(int device, Activity activity);
+void activity_end(int device, Activity activity);
+
 // ---- events (events.cpp) ------------------------------------------------------------------------
 
 // Stamps a timing event when its stream's worker reaches the record at `position`.

@@ -265,7 +265,7 @@ fooError_t resolve_copy(void** dst, const void** src, size_t count, fooMemcpyKin
   return inject(Fault::Memcpy, fooErrorUnknown); // fault injection
 }
 
-// [tracing] The device a copy works on (-1: host to host).
+// The device a copy works on (-1: host to host), for tracing and the memory utilisation.
 int copy_device(const void* dst, const void* src, fooMemcpyKind kind) {
   const void* device_side = kind == fooMemcpyDeviceToHost ? src : dst;
   return kind != fooMemcpyHostToHost && is_device_address(device_side) ? arena.device_of(device_side) : -1;
@@ -483,12 +483,18 @@ fooError_t free_host(void* ptr) {
 }
 
 fooError_t memcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
-  const int device = tracing::any_enabled() ? copy_device(dst, src, kind) : -1; // [tracing]
+  const int device = copy_device(dst, src, kind); // [tracing] and the memory utilisation
   if (const auto err = resolve_copy(&dst, &src, count, kind); err != fooSuccess) {
     return err;
   }
   const uint64_t start = tracing::any_enabled() ? timestamp() : 0; // [tracing]
+  if (device >= 0) {
+    activity_begin(device, Activity::Memory);
+  }
   std::memcpy(dst, src, count);
+  if (device >= 0) {
+    activity_end(device, Activity::Memory);
+  }
   if (start != 0) { // [tracing] the copy ran on this thread, on no stream
     tracing::record_host_copy(kind, device, 0, count, start);
   }

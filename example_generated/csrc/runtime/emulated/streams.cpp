@@ -182,7 +182,15 @@ void worker_main(Stream* s) {
     if (stopped.load(std::memory_order_acquire)) {
       discard(task);
     } else {
-      run(s, task, position);
+      const bool compute = task.kind == Task::Kind::Kernel;
+      const bool memory = task.kind == Task::Kind::Copy || task.kind == Task::Kind::Fill;
+      if (compute || memory) {
+        activity_begin(s->device, compute ? Activity::Compute : Activity::Memory);
+        run(s, task, position);
+        activity_end(s->device, compute ? Activity::Compute : Activity::Memory);
+      } else {
+        run(s, task, position);
+      }
       if (traced_from != 0) {
         trace_task(s, task, position, traced_from);
       }
@@ -434,13 +442,20 @@ fooError_t stream_priority(fooStream_t handle, int* priority) {
   return fooSuccess;
 }
 
+// Looks the handle up among the live streams rather than reading through it: handles from outside
+// the runtime's users (torch.foo.get_stream_from_external) may be any value.
 fooError_t stream_device(fooStream_t handle, int* device) {
-  Stream* s = stream_from_handle(handle);
-  if (s == nullptr) {
-    return unknown_stream(handle);
+  for (int d = 0; d < device_count(); ++d) {
+    DeviceStreams& streams = device_streams(d);
+    std::lock_guard<std::mutex> lock(streams.mutex);
+    for (const Stream* s : streams.streams) {
+      if (reinterpret_cast<fooStream_t>(const_cast<Stream*>(s)) == handle) {
+        *device = s->device;
+        return fooSuccess;
+      }
+    }
   }
-  *device = s->device;
-  return fooSuccess;
+  return unknown_stream(handle);
 }
 
 fooError_t device_synchronize(int device) {
