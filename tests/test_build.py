@@ -65,6 +65,7 @@ def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
                 "test_compile.py",
                 "test_opinfo.py",
                 "test_dtype_coverage.py",
+                "test_fallback_sweep.py",
                 "test_distributed_faults.py",
                 "test_distributed_training.py",
             },

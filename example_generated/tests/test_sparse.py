@@ -273,6 +273,25 @@ def test_autograd_through_sparse_times_dense():
     assert_close(d_grad.cpu(), d_ref)
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_gradients_of_csr_times_dense_with_a_reduction(reduce):
+    """torch.sparse.mm(csr, dense, reduce): the CPU kernel (run by the fallback) records which element
+    won each "amax" and "amin" only when an input requires grad, and the backward reads those indices."""
+
+    def run(device):
+        csr = coo("cpu", coalesced=True).to_dense().to_sparse_csr().to(device).requires_grad_()
+        d = dense(device, 4, 5).requires_grad_()
+        out = torch.sparse.mm(csr, d, reduce)
+        (out * torch.arange(5.0, device=device)).sum().backward()
+        return out, csr.grad, d.grad
+
+    got, expected = run(DEVICE), run("cpu")
+    assert_close(got[0].cpu(), expected[0])
+    assert got[1].layout == torch.sparse_csr and got[1].device == DEVICE
+    assert_close(got[1].to_dense().cpu(), expected[1].to_dense())
+    assert_close(got[2].cpu(), expected[2])
+
+
 def test_autograd_through_to_dense():
     def run(device):
         s = coo(device, coalesced=True).requires_grad_()

@@ -272,10 +272,25 @@ bool plain_device_tensor(const at::Tensor& t) {
       t.is_non_overlapping_and_dense();
 }
 
-// The CPU fallback for operators whose tensors are all single dense device tensors (or CPU
-// tensors, which stay where they are): each device tensor is copied to the host once, the CPU
-// kernel runs, written arguments are copied back into the device tensors the caller passed, and
-// new results are copied to the device of the first tensor argument. The transfers go straight to
+// The CPU copy of a device argument, which the CPU kernel must be able to take for the caller's tensor:
+// same values, layout and dtype, and, for an argument it only reads, the same requires_grad flag. CPU
+// kernels may decide what to compute from it (under grad mode): torch.sparse.mm(csr, dense, "amax")
+// records which element won each maximum only when an input requires grad, and its backward kernel
+// reads those indices; a copy without the flag made the forward return none, and the backward read
+// past their end. Written arguments (in place, out=) do not get it: autograd has already checked
+// them, and a CPU kernel resizing or writing them must not meet a leaf that requires grad.
+at::Tensor host_argument(const at::Tensor& t, bool written) {
+  at::Tensor host = plain_device_tensor(t) ? host_copy(t) : t.cpu(); // sparse layouts, conj/neg views
+  if (!written && t.requires_grad() && !host.requires_grad()) {
+    host.set_requires_grad(true);
+  }
+  return host;
+}
+
+// The CPU fallback for operators whose tensors are all single tensors (device tensors of any layout,
+// or CPU tensors, which stay where they are): each device tensor is copied to the host once
+// (host_argument), the CPU kernel runs, written arguments are copied back into the device tensors the
+// caller passed, and new results are copied to the device of the first tensor argument. The transfers go straight to
 // the runtime (Copy.h) rather than through _to_cpu and to() for every tensor, as
 // at::native::cpu_fallback does. Returns false, leaving the stack alone, for anything else.
 bool run_direct(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey key) {
@@ -290,8 +305,8 @@ bool run_direct(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit:
   for (const size_t i : facts.tensors) {
     const c10::IValue& value = (*stack)[first + i];
     if (value.isTensor() && value.toTensor().defined() && !value.toTensor().is_cpu() &&
-        !plain_device_tensor(value.toTensor())) {
-      return false;
+        !value.toTensor().is_privateuseone()) {
+      return false; // a tensor of a third device type: the general path copies it
     }
   }
   const c10::Device device = lead.toTensor().device();
@@ -308,7 +323,7 @@ bool run_direct(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit:
         }
       }
       if (!hosts[t].defined()) {
-        hosts[t] = host_copy(originals[t]);
+        hosts[t] = host_argument(originals[t], facts.written[t]);
       }
       value = c10::IValue(hosts[t]);
     }
@@ -319,7 +334,8 @@ bool run_direct(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit:
     if (!facts.written[t] || !originals[t].defined()) {
       continue;
     }
-    if (hosts[t].sizes() == originals[t].sizes()) {
+    if (plain_device_tensor(originals[t]) && hosts[t].layout() == c10::kStrided &&
+        hosts[t].sizes() == originals[t].sizes()) {
       copy_into_device(originals[t], hosts[t]);
     } else {
       at::_copy_from_and_resize(hosts[t], originals[t]);

@@ -1,0 +1,87 @@
+"""Every operator of PyTorch's OpInfo database on the device, forward and backward, dense and in the sparse
+layouts, compared with the CPU, with each batch of operators in a child process (tests/fallback_sweep.py):
+a kernel that crashes the process, typically a CPU kernel the fallback calls with arguments it cannot
+handle, is a failure naming the operator, not the end of the test run.
+
+The whole sweep (every OpInfo entry in float32) is marked slow; the sparse layouts, the sparse operators
+and the case that crashed once run in every test run.
+"""
+
+import collections
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import build_config  # noqa: E402
+
+SWEEP = Path(__file__).with_name("fallback_sweep.py")
+TIMEOUT = 1200  # seconds for a whole sweep; the sweep bounds each child itself
+
+
+def sweep(*args: str, **env: str) -> list[dict]:
+    done = subprocess.run(
+        [sys.executable, str(SWEEP), *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def problems(results: list[dict]) -> list[str]:
+    """The cases that crashed or differ from the CPU, each with its operator and reason."""
+    return [
+        f"{r['case']}: forward {r['forward']}, backward {r['backward']}: {r['detail']}"
+        for r in results
+        if {"crashed", "fail"} & {r["forward"], r["backward"]}
+    ]
+
+
+def report(results: list[dict]) -> str:
+    counts = collections.Counter(r["forward"] for r in results) + collections.Counter(
+        f"backward {r['backward']}" for r in results
+    )
+    reached = set().union(*(r["fallback_ops"] for r in results))
+    return f"{len(results)} cases, {len(reached)} operators through the fallback, {dict(counts)}"
+
+
+def test_sparse_layouts_never_crash_and_match_the_cpu():
+    results = sweep("--fast")
+    print(report(results))
+    assert problems(results) == []
+    by_case = {r["case"]: r for r in results}
+    # The case of issue 27: sparse.mm's "amax" and "amin" backward read indices the forward records only
+    # when an input requires grad.
+    assert by_case["sparse.mm.reduce@strided"]["backward"] == "pass"
+    assert {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"} <= {
+        r["case"].split("@")[1] for r in results if r["forward"] == "pass"
+    }
+
+
+def test_a_crash_is_a_failure_naming_the_operator():
+    """A child killed by a signal fails its case alone: the sweep runs the batch again one case per
+    child, and the other cases of the batch keep their outcomes."""
+    crash_at = ("--crash-at", "abs@strided")
+    results = sweep(*crash_at, "add@strided", "abs@strided", "mul@strided", **build_config.crash_environment())
+    assert [(r["case"], r["forward"]) for r in results] == [
+        ("add@strided", "pass"),
+        ("abs@strided", "crashed"),
+        ("mul@strided", "pass"),
+    ]
+    assert "SIGSEGV" in results[1]["detail"]
+
+
+@pytest.mark.slow
+def test_every_opinfo_operator_never_crashes_and_matches_the_cpu():
+    results = sweep()
+    print(report(results))
+    assert problems(results) == []
+    assert len(set().union(*(r["fallback_ops"] for r in results))) > 300
