@@ -171,6 +171,7 @@ def _finish_device_work() -> None:
     then for the work still queued on the devices, while everything its kernels call into is alive."""
     if _is_in_bad_fork():
         return
+    _C._set_sync_debug_mode(0)  # these waits are the backend's own, not the program's
     for index in range(device_count()):
         if _C._is_initialized(index):
             for finish in (_C._finish_autograd_device_thread, _C._synchronize):
