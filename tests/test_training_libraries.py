@@ -29,7 +29,15 @@ def recipe(tmp_path_factory, builds):
     script = project.EXAMPLE / "examples" / "hf_trainer.py"
     base = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
 
+    runs = {}  # the CPU run serves two tests
+
     def run(*args: str, **env: str):
+        key = (args, tuple(sorted(env.items())))
+        if key not in runs:
+            runs[key] = launch(*args, **env)
+        return runs[key]
+
+    def launch(*args: str, **env: str):
         result = subprocess.run(
             [str(python), str(script), *args],
             capture_output=True,
