@@ -260,8 +260,8 @@ def test_every_way_to_start_a_process_group(run_ranks):
             t = torch.ones(2, device=device) * (rank + 1)
             dist.all_reduce(t)
             assert t.cpu().tolist() == [3.0, 3.0], kwargs
-            # every form gives the same group (distributed.py's _whole_group): CPU tensors on Gloo
-            assert group._get_backend(torch.device("cpu")).name() == "gloo", kwargs
+            # every form gives the same group (distributed.py's _whole_group): CPU tensors on fooccl too
+            assert group._get_backend(torch.device("cpu")).name() == "fooccl", kwargs
             c = torch.ones(2) * (rank + 1)
             dist.all_reduce(c)
             assert c.tolist() == [3.0, 3.0], kwargs

@@ -9,7 +9,7 @@ starting a process group uses it::
     dist.init_process_group(device_id=torch.device("foo", local_rank))
     dist.init_process_group("cpu:gloo,foo:fooccl")
 
-Each of them gives the same group: foo tensors on fooccl, CPU tensors on a Gloo group.
+Each of them gives the same group: foo and CPU tensors on fooccl (which hands CPU tensors to Gloo).
 
 DDP, FSDP2 (``fully_shard``), DTensor and ``init_device_mesh("foo", ...)`` then work on the
 device. The backend is C++ (csrc/distributed/): collectives run on streams of the device, in order
@@ -53,14 +53,13 @@ def _create_backend(options: "dist.distributed_c10d._DistributedBackendOptions",
 
     timeout_ms = max(1, int(timeout.total_seconds() * 1000))
     check_calls = _check_calls_mode()
-    host = gloo("host")
-    backend = _C._ccl_backend(gloo("collectives"), gloo("p2p"), host, rank, size, timeout_ms, check_calls)
-    return _whole_group(store, rank, size, backend, host)
+    backend = _C._ccl_backend(gloo("collectives"), gloo("p2p"), gloo("host"), rank, size, timeout_ms, check_calls)
+    return _whole_group(store, rank, size, backend)
 
 
-def _whole_group(store, rank: int, size: int, backend, host: "dist.ProcessGroupGloo") -> "dist.ProcessGroup":
-    """The process group itself, not only its foo backend: foo tensors on fooccl, CPU
-    tensors on the Gloo group fooccl hands them to anyway, fooccl the default backend.
+def _whole_group(store, rank: int, size: int, backend) -> "dist.ProcessGroup":
+    """The process group itself, not only its backend: foo and CPU tensors (object collectives and
+    barrier among them) on fooccl, the default backend: what torch builds for init_process_group("fooccl").
 
     torch 2.13 builds the group around a backend itself, but `init_process_group()` without a
     backend or device_id (the tutorials' form) leaves it broken for an accelerator other than CUDA:
@@ -74,11 +73,11 @@ def _whole_group(store, rank: int, size: int, backend, host: "dist.ProcessGroupG
     What the replacement drops: the device of `init_process_group(device_id=...)` is not recorded as
     the group's `bound_device_id` (it binds no communicator early; `barrier()` uses the current
     device), and with "cpu:gloo,foo:fooccl" CPU tensors run on this Gloo group instead of the
-    one torch created for them (the same exchange).
+    one torch created for them (fooccl hands them to a Gloo group of its own: the same exchange).
     """
     group = dist.ProcessGroup(store, rank, size)
-    group._register_backend(torch.device(DEVICES[0]), dist.ProcessGroup.BackendType.CUSTOM, backend)
-    group._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, host)
+    for device in DEVICES:
+        group._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, backend)
     group._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
     return group
 
