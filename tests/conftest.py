@@ -116,6 +116,15 @@ class Builds:
             return fast_passed and slow_passed, ran
         return self._result(path, label, tests, WHOLE)
 
+    def python(self, path: Path, label: str) -> Path:
+        """The interpreter of a build of the project at path, with its backend installed: the build of
+        a project with the same build inputs if there is one, otherwise path built now. Its tests do not run."""
+        build = checks.build_inputs_digest(path)
+        if build not in self.built:
+            project.build(path, jobs=2)
+            self.built[build] = (path, label)
+        return project.make_env(self.built[build][0])
+
     def _result(self, path: Path, label: str, tests: str, part: str) -> tuple[bool, str]:
         if (tests, part) not in self.results:
             args = ["-m", part] if part != WHOLE else []

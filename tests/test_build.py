@@ -68,6 +68,7 @@ def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
                 "test_fallback_sweep.py",
                 "test_distributed_faults.py",
                 "test_distributed_training.py",
+                "test_distributed_init.py",
             },
         ),
         ("bar", {"opinfo_tests": False, "distributed": False}, {"test_compile.py"}),

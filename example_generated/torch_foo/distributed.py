@@ -4,10 +4,12 @@ Importing torch_foo registers it for foo tensors (and CPU tensors), so every way
 starting a process group uses it::
 
     torch.foo.set_device(local_rank)
-    dist.init_process_group()                         # foo tensors only (the accelerator's backend)
-    dist.init_process_group("fooccl")                   # foo and CPU tensors
-    dist.init_process_group(device_id=torch.device("foo", local_rank))  # the same, bound to a device
-    dist.init_process_group("cpu:gloo,foo:fooccl")   # CPU tensors on torch's own Gloo group
+    dist.init_process_group()                         # the accelerator's backend, as tutorials write it
+    dist.init_process_group("fooccl")
+    dist.init_process_group(device_id=torch.device("foo", local_rank))
+    dist.init_process_group("cpu:gloo,foo:fooccl")
+
+Each of them gives the same group: foo and CPU tensors on fooccl (which hands CPU tensors to Gloo).
 
 DDP, FSDP2 (``fully_shard``), DTensor and ``init_device_mesh("foo", ...)`` then work on the
 device. The backend is C++ (csrc/distributed/): collectives run on streams of the device, in order
@@ -17,6 +19,7 @@ with the work queued before them, and exchange data through Gloo, which torch sh
 import datetime
 import os
 
+import torch
 import torch.distributed as dist
 
 from . import _C
@@ -50,7 +53,33 @@ def _create_backend(options: "dist.distributed_c10d._DistributedBackendOptions",
 
     timeout_ms = max(1, int(timeout.total_seconds() * 1000))
     check_calls = _check_calls_mode()
-    return _C._ccl_backend(gloo("collectives"), gloo("p2p"), gloo("host"), rank, size, timeout_ms, check_calls)
+    backend = _C._ccl_backend(gloo("collectives"), gloo("p2p"), gloo("host"), rank, size, timeout_ms, check_calls)
+    return _whole_group(store, rank, size, backend)
+
+
+def _whole_group(store, rank: int, size: int, backend) -> "dist.ProcessGroup":
+    """The process group itself, not only its backend: foo and CPU tensors (object collectives and
+    barrier among them) on fooccl, the default backend: what torch builds for init_process_group("fooccl").
+
+    torch 2.13 builds the group around a backend itself, but `init_process_group()` without a
+    backend or device_id (the tutorials' form) leaves it broken for an accelerator other than CUDA:
+    `_new_process_group_helper` (torch/distributed/distributed_c10d.py) creates only the
+    accelerator's backend, registered as CUSTOM, and declares GLOO the group's default type, so the
+    first caller of `ProcessGroup::getDefaultBackend` (DDP's constructor, through its logger) fails
+    with "Could not find backend type 1". XPU's xccl fails the same way (pytorch/pytorch#189193
+    fixes it upstream). A creator that returns a `ProcessGroup` replaces torch's group (the path
+    torch keeps for Python process groups), which every form then shares. The group's setters
+    (`_register_backend`, `_set_default_backend`) are private: torch has no public way to build one.
+    What the replacement drops: the device of `init_process_group(device_id=...)` is not recorded as
+    the group's `bound_device_id` (it binds no communicator early; `barrier()` uses the current
+    device), and with "cpu:gloo,foo:fooccl" CPU tensors run on this Gloo group instead of the
+    one torch created for them (fooccl hands them to a Gloo group of its own: the same exchange).
+    """
+    group = dist.ProcessGroup(store, rank, size)
+    for device in DEVICES:
+        group._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, backend)
+    group._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+    return group
 
 
 def _check_calls_mode() -> str:
