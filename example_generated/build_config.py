@@ -5,7 +5,8 @@ where the libraries land, read by setup.py and by the tests that compile C++ the
 Three parts, built in one ninja run:
   csrc/runtime/   the driver (runtime.h), a static library: its entry points and the emulated device
   csrc/kernels/   the operator library (kernels.h), a static library: the emulated device's kernels
-  csrc/core, csrc/aten, csrc/distributed, csrc/python   the PyTorch extension torch_foo._C, linked with both
+  csrc/core, csrc/aten, csrc/families, csrc/compile, csrc/profiler, csrc/custom_ops, csrc/distributed, csrc/python
+                  the PyTorch extension torch_foo._C, linked with both
 A port to hardware points RUNTIME_DIRS and KERNEL_DIRS at its own implementation directories.
 """
 
@@ -24,7 +25,16 @@ ROOT = Path(__file__).resolve().parent
 # Directories whose .cpp files form each part (not recursive: a port adds its own directory).
 RUNTIME_DIRS = ("csrc/runtime", "csrc/runtime/emulated")
 KERNEL_DIRS = ("csrc/kernels/emulated",)
-EXTENSION_DIRS = ("csrc/core", "csrc/aten", "csrc/distributed", "csrc/python")
+EXTENSION_DIRS = (
+    "csrc/core",
+    "csrc/aten",
+    "csrc/families",
+    "csrc/compile",
+    "csrc/profiler",
+    "csrc/custom_ops",
+    "csrc/distributed",
+    "csrc/python",
+)
 
 RUNTIME_LIBRARY = "foo_runtime"
 KERNELS_LIBRARY = "foo_kernels"
@@ -49,28 +59,22 @@ LIBRARIES = ["dl"]
 # operator and saves a third of the hot files' compile time; -Og saves another sixth of the light
 # files' but adds 5% to the CPU fallback and 2% to the native matmul, sums and softmax, which is why
 # those files are not light. docs/build-speed.md has the numbers.
-LIGHT_SOURCES = {"csrc/python/Module.cpp", "csrc/python/AutogradThreads.cpp", "csrc/core/Profiler.cpp"} | {
-    f"csrc/aten/{name}.cpp"
-    for name in (
-        "Attention",
-        "Autocast",
-        "BackendMetaCopies",
-        "RecordStream",
-        "Resize",
-        "ShallowCopy",
-        "Sparse",
-        "Views",
-        "WiderDtypeOps",
-        "WiderDtypes",
-    )
-}
+LIGHT_SOURCES = {
+    "csrc/python/Module.cpp",
+    "csrc/python/AutogradThreads.cpp",
+    "csrc/profiler/Profiler.cpp",
+    "csrc/families/Attention.cpp",
+    "csrc/families/Sparse.cpp",
+    "csrc/families/WiderDtypeOps.cpp",
+    "csrc/families/WiderDtypes.cpp",
+} | {f"csrc/aten/{name}.cpp" for name in ("Autocast", "BackendMetaCopies", "RecordStream", "Resize", "ShallowCopy", "Views")}
 # The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
 LIGHT_SOURCES |= {"csrc/distributed/Backend.cpp", "csrc/distributed/GlooTransport.cpp"}
 
 
 def extension_include_dirs() -> list[str]:
     """Headers only the PyTorch extension needs beyond torch's: Kineto's (the profiler's device
-    interface, used by csrc/core/Profiler.cpp), which include each other by file name. The torch
+    interface, used by csrc/profiler/Profiler.cpp), which include each other by file name. The torch
     wheel ships them in its include/kineto directory."""
     from torch.utils.cpp_extension import include_paths
 

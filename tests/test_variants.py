@@ -41,10 +41,10 @@ def test_variant_renders_what_it_promises(render, label):
     if workflow.exists():
         assert ("benchmarks/bench_ops.py" in workflow.read_text()) == want["benchmarks"]
         assert not checks.actionlint_problems(root)
-    custom_op = [root / "csrc/aten/CustomOps.cpp", root / "torch_foo/ops.py", root / "tests/test_custom_ops.py"]
+    custom_op = [root / "csrc/custom_ops/CustomOps.cpp", root / "torch_foo/ops.py", root / "tests/test_custom_ops.py"]
     assert [path.exists() for path in custom_op] == [want["custom_op"]] * 3
     if want["custom_op"]:
-        assert "`csrc/aten/CustomOps.cpp`" in readme and "`torch_foo/ops.py`" in readme
+        assert "`csrc/custom_ops/CustomOps.cpp`" in readme and "`torch_foo/ops.py`" in readme
         assert "from .ops import bias_gelu" in (root / "torch_foo" / "__init__.py").read_text()
     else:
         for gone in ("bias_gelu", "CustomOps", "test_custom_ops", "/ops.py", "from .ops", '"ops"'):

@@ -1,5 +1,5 @@
 """Fused attention: F.scaled_dot_product_attention runs the foo device's attention kernel
-(csrc/aten/Attention.cpp, csrc/kernels/attention.h) and equals PyTorch's math path on the CPU,
+(csrc/families/Attention.cpp, csrc/kernels/attention.h) and equals PyTorch's math path on the CPU,
 forward and backward: causal and additive masks, grouped-query attention, scales, dropout."""
 
 import math

@@ -9,7 +9,7 @@ for complex32, uint8 for bool, float64 for integers), its results converted to t
 returns; the device's results must have that dtype and equal them within OpInfo's tolerances
 (those it declares for CUDA in its own reference tests, else the dtype's defaults). Gradients
 likewise, for CUDA's backward dtypes. The device gets these dtypes from the fallback's widening
-table (csrc/aten/WiderDtypes.cpp) or from kernels of its own (csrc/aten/WiderDtypeOps.cpp); a new
+table (csrc/families/WiderDtypes.cpp) or from kernels of its own (csrc/families/WiderDtypeOps.cpp); a new
 torch that widens CUDA's coverage adds cases here.
 """
 
@@ -238,7 +238,7 @@ class Observed(TorchDispatchMode):
 class Reference:
     """How the CPU computes the reference of an operator in `dtype`: every operator in the wide dtype
     (WidenEachOperator), or the whole operator in the wide dtype for the front ends that the device
-    widens as a whole (the FFTs: csrc/aten/WiderDtypeOps.cpp)."""
+    widens as a whole (the FFTs: csrc/families/WiderDtypeOps.cpp)."""
 
     def __init__(self, op, dtype):
         self.op = op

@@ -1,6 +1,6 @@
 """Sparse tensors on the device: COO and CSR/CSC creation, coalescing, arithmetic, sparse @ dense,
 sampled_addmm, layout conversions, autograd and checkpoints, each compared with the same code on the
-CPU (aten/Sparse.cpp)."""
+CPU (families/Sparse.cpp)."""
 
 import io
 

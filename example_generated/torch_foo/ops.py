@@ -1,6 +1,6 @@
 """Custom operators of the foo backend: ``torch.ops.torch_foo.*``.
 
-The schemas and the foo and CPU kernels are C++ (csrc/aten/CustomOps.cpp). This module adds
+The schemas and the foo and CPU kernels are C++ (csrc/custom_ops/CustomOps.cpp). This module adds
 what PyTorch needs from Python: a fake kernel for each operator (output metadata without data, for
 FakeTensor, torch.compile and torch.export) and the autograd formula of ``bias_gelu``. Add your
 own operators the same way: schema and kernels in C++, fake kernel and autograd here, a

@@ -29,7 +29,7 @@
 #include "../core/Device.h"
 #include "../core/Generator.h"
 #include "Copy.h"
-#include "WiderDtypes.h"
+#include "../families/WiderDtypes.h"
 
 namespace torch_foo {
 namespace {

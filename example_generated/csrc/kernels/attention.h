@@ -1,6 +1,6 @@
 // Fused scaled-dot-product attention, part of the operator library (kernels.h states its
 // conventions): what torch.nn.functional.scaled_dot_product_attention runs on this device
-// (csrc/aten/Attention.cpp calls it). A hardware port puts its flash-attention kernels here.
+// (csrc/families/Attention.cpp calls it). A hardware port puts its flash-attention kernels here.
 //
 //   out[b, h, i] = sum_j P[b, h, i, j] * value[b, h / G, j]
 //   P[b, h, i, :] = dropout(softmax(scale * query[b, h, i] . key[b, h / G, :] + bias[b, h, i, :]))

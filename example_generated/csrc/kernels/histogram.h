@@ -1,5 +1,5 @@
 // Histograms of integer tensors, part of the operator library (kernels.h states its conventions):
-// torch.histc on uint8 ... int64, which CUDA computes and the CPU does not (csrc/aten/WiderDtypeOps.cpp
+// torch.histc on uint8 ... int64, which CUDA computes and the CPU does not (csrc/families/WiderDtypeOps.cpp
 // calls it).
 #pragma once
 

@@ -19,8 +19,8 @@
 #include "AutogradThreads.h"
 
 #include "../aten/Fallback.h"
-#include "../aten/Sparse.h"
-#include "../core/CompiledKernels.h"
+#include "../families/Sparse.h"
+#include "../compile/CompiledKernels.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"

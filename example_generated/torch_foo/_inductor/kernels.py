@@ -12,7 +12,7 @@ on the emulated device, a code object is a shared library. It then loads the lib
 
 ``launch_kernel`` packs the arguments into the kernel's parameter block (device pointers as PyTorch
 stores them in tensors, sizes as integers) and launches it on the current stream of the device,
-through the same runtime launch as every eager kernel (csrc/core/CompiledKernels.cpp): in stream
+through the same runtime launch as every eager kernel (csrc/compile/CompiledKernels.cpp): in stream
 order, asynchronously to the host. A device with its own compiler replaces both with its code-object
 format and its driver's module loading.
 """

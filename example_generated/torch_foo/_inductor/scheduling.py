@@ -28,7 +28,7 @@ from torch._inductor.virtualized import V
 
 # The launch context and kernel type the runtime launches (fooEmuKernelContext and fooEmuKernel in
 # csrc/runtime/emulation.h; tests/test_compile.py checks the layout against that header), and the
-# parameter slot the extension packs (KernelParam in csrc/core/CompiledKernels.h). Kernels are
+# parameter slot the extension packs (KernelParam in csrc/compile/CompiledKernels.h). Kernels are
 # compiled without the project's headers, so they declare these themselves.
 KERNEL_ABI = """
 struct fooDim3 { unsigned int x, y, z; };

@@ -1,5 +1,5 @@
 // The example custom operator's kernels on the emulated device: bias_gelu and its backward
-// (torch.ops.torch_foo.bias_gelu; host side in csrc/aten/CustomOps.cpp).
+// (torch.ops.torch_foo.bias_gelu; host side in csrc/custom_ops/CustomOps.cpp).
 #include <cmath>
 
 #include "../custom_ops.h"

@@ -7,22 +7,22 @@
 
 #include <c10/core/DeviceGuard.h>
 
-#include "Device.h"
-#include "Exception.h"
-#include "Stream.h"
+#include "../core/Device.h"
+#include "../core/Exception.h"
+#include "../core/Stream.h"
 
-namespace {{ cpp_namespace }} {
+namespace torch_foo {
 
 struct CompiledKernel {
-  {{ runtime_prefix }}Function_t function;
+  fooFunction_t function;
   size_t param_count;
 };
 
 namespace {
 
 std::mutex registry_mutex;
-std::unordered_map<std::string, {{ runtime_prefix }}Module_t>& modules() { // by path
-  static auto* loaded = new std::unordered_map<std::string, {{ runtime_prefix }}Module_t>();
+std::unordered_map<std::string, fooModule_t>& modules() { // by path
+  static auto* loaded = new std::unordered_map<std::string, fooModule_t>();
   return *loaded;
 }
 std::unordered_set<const CompiledKernel*>& kernels() { // every handle given out (never freed)
@@ -36,12 +36,12 @@ const CompiledKernel* load_compiled_kernel(const std::string& path, const std::s
   const std::lock_guard<std::mutex> lock(registry_mutex);
   auto found = modules().find(path);
   if (found == modules().end()) {
-    {{ runtime_prefix }}Module_t module = nullptr;
-    {{ macro_prefix }}_CHECK({{ runtime_prefix }}ModuleLoad(&module, path.c_str()));
+    fooModule_t module = nullptr;
+    FOO_CHECK(fooModuleLoad(&module, path.c_str()));
     found = modules().emplace(path, module).first;
   }
-  {{ runtime_prefix }}Function_t function = nullptr;
-  {{ macro_prefix }}_CHECK({{ runtime_prefix }}ModuleGetFunction(&function, found->second, name.c_str()));
+  fooFunction_t function = nullptr;
+  FOO_CHECK(fooModuleGetFunction(&function, found->second, name.c_str()));
   const auto* kernel = new CompiledKernel{function, param_count};
   kernels().insert(kernel);
   return kernel;
@@ -50,7 +50,7 @@ const CompiledKernel* load_compiled_kernel(const std::string& path, const std::s
 const CompiledKernel& compiled_kernel(uintptr_t handle) {
   const auto* kernel = reinterpret_cast<const CompiledKernel*>(handle);
   const std::lock_guard<std::mutex> lock(registry_mutex);
-  TORCH_CHECK(kernels().count(kernel) != 0, "{{ backend_name }}: ", handle, " is not a loaded compiled kernel");
+  TORCH_CHECK(kernels().count(kernel) != 0, "foo: ", handle, " is not a loaded compiled kernel");
   return *kernel;
 }
 
@@ -62,8 +62,8 @@ void launch_compiled_kernel(const CompiledKernel& kernel, c10::DeviceIndex devic
   check_device_index(device);
   // The runtime launches on a stream of the current device (a default stream is NULL).
   const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
-  const {{ runtime_prefix }}Dim3 one{1, 1, 1}; // a C++ kernel spreads its loops over host threads itself (OpenMP)
-  {{ macro_prefix }}_CHECK({{ runtime_prefix }}LaunchKernel(
+  const fooDim3 one{1, 1, 1}; // a C++ kernel spreads its loops over host threads itself (OpenMP)
+  FOO_CHECK(fooLaunchKernel(
       kernel.function,
       one,
       one,
@@ -73,4 +73,4 @@ void launch_compiled_kernel(const CompiledKernel& kernel, c10::DeviceIndex devic
       native_stream(current_stream(device))));
 }
 
-} // namespace {{ cpp_namespace }}
+} // namespace torch_foo

@@ -65,7 +65,7 @@
 #include <mutex>
 #include <string>
 
-#include "Fallback.h"
+#include "../aten/Fallback.h"
 
 namespace torch_foo {
 namespace {

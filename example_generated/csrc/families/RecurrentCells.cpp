@@ -6,7 +6,7 @@
 // CUDA kernels only, so the CPU fallback cannot run them: a backend must. Each is one kernel over
 // (batch, hidden) that reads the gate pre-activations and writes the new states plus a workspace
 // (the activated gates) that the backward kernel reads instead of recomputing them; the operator
-// library runs them ({{ runtime_prefix }}OpLstmCell and friends). The host checks shapes and makes operands
+// library runs them (fooOpLstmCell and friends). The host checks shapes and makes operands
 // contiguous.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
@@ -17,9 +17,9 @@
 
 #include <tuple>
 
-#include "OpLibrary.h"
+#include "../aten/OpLibrary.h"
 
-namespace {{ cpp_namespace }} {
+namespace torch_foo {
 namespace {
 
 // The checks of ATen's RNN cells (rnn_cell_checkSizes): gates (batch, G * hidden), state
@@ -106,7 +106,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(
   at::Tensor workspace = at::empty_like(operands.input_gates, c10::MemoryFormat::Contiguous);
   at::Tensor hy = at::empty_like(c, c10::MemoryFormat::Contiguous);
   at::Tensor cy = at::empty_like(c, c10::MemoryFormat::Contiguous);
-  {{ macro_prefix }}_OP_CHECK({{ runtime_prefix }}OpLstmCell(
+  FOO_OP_CHECK(fooOpLstmCell(
       checked_dtype(c.scalar_type()),
       c.size(0),
       c.size(1),
@@ -149,7 +149,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(
   const at::Tensor ws = workspace.contiguous();
   at::Tensor grad_gates = at::empty_like(ws, c10::MemoryFormat::Contiguous);
   at::Tensor grad_cx = at::empty_like(c, c10::MemoryFormat::Contiguous);
-  {{ macro_prefix }}_OP_CHECK({{ runtime_prefix }}OpLstmCellBackward(
+  FOO_OP_CHECK(fooOpLstmCellBackward(
       checked_dtype(c.scalar_type()),
       c.size(0),
       c.size(1),
@@ -177,7 +177,7 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(
   const at::Tensor h = hx.contiguous();
   at::Tensor hy = at::empty_like(h, c10::MemoryFormat::Contiguous);
   at::Tensor workspace = at::empty({h.size(0), 5 * h.size(1)}, h.options());
-  {{ macro_prefix }}_OP_CHECK({{ runtime_prefix }}OpGruCell(
+  FOO_OP_CHECK(fooOpGruCell(
       checked_dtype(h.scalar_type()),
       h.size(0),
       h.size(1),
@@ -206,7 +206,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
   at::Tensor grad_input_gates = at::empty({batch, 3 * hidden}, ws.options());
   at::Tensor grad_hidden_gates = at::empty({batch, 3 * hidden}, ws.options());
   at::Tensor grad_hx = at::empty_like(g, c10::MemoryFormat::Contiguous);
-  {{ macro_prefix }}_OP_CHECK({{ runtime_prefix }}OpGruCellBackward(
+  FOO_OP_CHECK(fooOpGruCellBackward(
       checked_dtype(g.scalar_type()),
       batch,
       hidden,
@@ -230,4 +230,4 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_gru_cell_backward", gru_cell_backward);
 }
 
-} // namespace {{ cpp_namespace }}
+} // namespace torch_foo

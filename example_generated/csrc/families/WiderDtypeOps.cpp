@@ -45,10 +45,10 @@
 #include <torch/library.h>
 
 #include "../kernels/histogram.h"
-#include "Fallback.h"
-#include "OpLibrary.h"
+#include "../aten/Fallback.h"
+#include "../aten/OpLibrary.h"
 
-namespace {{ cpp_namespace }} {
+namespace torch_foo {
 namespace {
 
 // An out= variant's tail: the result into `out`, with the CPU kernels' dtype check and resize.
@@ -91,9 +91,9 @@ at::Tensor histc_integers(const at::Tensor& self, int64_t bins, const at::Scalar
   TORCH_CHECK(lo < hi, "max must be larger than min");
   const c10::DeviceGuard guard(self.device());
   at::Tensor output = at::empty({bins}, self.options());
-  const {{ runtime_prefix }}Tensor input = op_tensor(self.reshape({-1}));
-  {{ runtime_prefix }}Tensor counts = op_tensor(output);
-  {{ macro_prefix }}_OP_CHECK({{ runtime_prefix }}OpHistogramIntegers(&input, bins, lo, hi, &counts, current_stream()));
+  const fooTensor input = op_tensor(self.reshape({-1}));
+  fooTensor counts = op_tensor(output);
+  FOO_OP_CHECK(fooOpHistogramIntegers(&input, bins, lo, hi, &counts, current_stream()));
   return output;
 }
 
@@ -158,7 +158,7 @@ struct FftArguments<at::Tensor (*)(const at::Tensor&, A...)> {
   };
 };
 
-#define {{ macro_prefix }}_HALF_FFT(name) \
+#define FOO_HALF_FFT(name) \
   FftArguments< \
       decltype(&at::native::name##_symint)>::HalfFft<&at::native::name##_symint, &at::native::name##_symint_out>
 
@@ -168,27 +168,27 @@ void register_half_fft(torch::Library& m, const char* name, const char* out_name
   m.impl(out_name, TORCH_FN(Fft::call_out));
 }
 
-#define {{ macro_prefix }}_REGISTER_HALF_FFT(m, name) register_half_fft<{{ macro_prefix }}_HALF_FFT(name)>(m, #name, #name ".out")
+#define FOO_REGISTER_HALF_FFT(m, name) register_half_fft<FOO_HALF_FFT(name)>(m, #name, #name ".out")
 
 void register_half_ffts(torch::Library& m) {
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_fft);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_ifft);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_rfft);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_irfft);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_hfft);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_ihfft);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_fft2);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_ifft2);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_rfft2);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_irfft2);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_hfft2);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_ihfft2);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_fftn);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_ifftn);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_rfftn);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_irfftn);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_hfftn);
-  {{ macro_prefix }}_REGISTER_HALF_FFT(m, fft_ihfftn);
+  FOO_REGISTER_HALF_FFT(m, fft_fft);
+  FOO_REGISTER_HALF_FFT(m, fft_ifft);
+  FOO_REGISTER_HALF_FFT(m, fft_rfft);
+  FOO_REGISTER_HALF_FFT(m, fft_irfft);
+  FOO_REGISTER_HALF_FFT(m, fft_hfft);
+  FOO_REGISTER_HALF_FFT(m, fft_ihfft);
+  FOO_REGISTER_HALF_FFT(m, fft_fft2);
+  FOO_REGISTER_HALF_FFT(m, fft_ifft2);
+  FOO_REGISTER_HALF_FFT(m, fft_rfft2);
+  FOO_REGISTER_HALF_FFT(m, fft_irfft2);
+  FOO_REGISTER_HALF_FFT(m, fft_hfft2);
+  FOO_REGISTER_HALF_FFT(m, fft_ihfft2);
+  FOO_REGISTER_HALF_FFT(m, fft_fftn);
+  FOO_REGISTER_HALF_FFT(m, fft_ifftn);
+  FOO_REGISTER_HALF_FFT(m, fft_rfftn);
+  FOO_REGISTER_HALF_FFT(m, fft_irfftn);
+  FOO_REGISTER_HALF_FFT(m, fft_hfftn);
+  FOO_REGISTER_HALF_FFT(m, fft_ihfftn);
 }
 
 // ---- nansum of complex tensors ----------------------------------------------------------------
@@ -233,4 +233,4 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   register_half_ffts(m);
 }
 
-} // namespace {{ cpp_namespace }}
+} // namespace torch_foo

@@ -20,7 +20,7 @@
 #include <array>
 
 #include "../kernels/custom_ops.h"
-#include "OpLibrary.h"
+#include "../aten/OpLibrary.h"
 
 namespace torch_foo {
 namespace {

@@ -48,9 +48,9 @@
 #include <vector>
 
 #include "../runtime/tracing.h"
-#include "Device.h"
-#include "Exception.h"
-#include "Stream.h"
+#include "../core/Device.h"
+#include "../core/Exception.h"
+#include "../core/Stream.h"
 
 namespace torch_foo {
 namespace {

@@ -36,7 +36,7 @@
 
 #include "../core/Generator.h"
 #include "../kernels/attention.h"
-#include "OpLibrary.h"
+#include "../aten/OpLibrary.h"
 
 namespace torch_foo {
 namespace {
