@@ -8,8 +8,8 @@ the operator library) and one host file (csrc/aten), the slowest translation uni
 the CPU time of compiling one file that includes only <ATen/ATen.h> with the build's own flags, and
 how many such files the cold build's CPU time is worth. `--data` gives other answers
 (`--data distributed=false`: what a feature costs); `--cold-only` stops after the cold `build_ext`.
-Each build line shows wall-clock time and the CPU time of all the processes it ran (compilers, linker,
-setup.py): wall time on a shared machine depends on what else runs (check `uptime`), CPU time much
+Each build line shows wall-clock time and the CPU time of all the processes it ran (cmake, ninja,
+compilers, linker, setup.py): wall time on a shared machine depends on what else runs (check `uptime`), CPU time much
 less, and the reference ratio least of all, so compare changes by CPU time or ratio and read wall time
 against the targets. ccache is off (a cold build compiles everything). Arguments VAR=VALUE set the
 builds' environment, e.g. `PCH=0` (no precompiled header).
@@ -18,7 +18,9 @@ builds' environment, e.g. `PCH=0` (no precompiled header).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -51,29 +53,29 @@ def run(cmd: list[str], cwd: Path, jobs: int, settings: dict[str, str]) -> tuple
 
 
 def compile_seconds(project_dir: Path) -> dict[str, float]:
-    """Per-file compile times (wall) from the ninja logs of the last build_ext run."""
+    """Per-file compile times (wall) from the ninja logs of the last build (CMake's build directory)."""
     times: dict[str, float] = {}
     for log in (project_dir / "build").rglob(".ninja_log"):
         for line in log.read_text().splitlines()[1:]:
             start, end, _, output, _ = line.split("\t")
-            # csrc/<part>/<file>.o, or (the unity build) unity/<group>.o
-            name = output.split("/csrc/", 1)[-1]
-            name = "unity/" + name.rsplit("/unity/", 1)[1] if "/unity/" in name else name
+            # csrc/<layer>/CMakeFiles/<target>.dir/<file>.o, or (the unity build) .../Unity/unity_0_cxx.cxx.o
+            name = re.sub(r"CMakeFiles/[^/]+\.dir/", "", output)
             times[name] = (int(end) - int(start)) / 1000
     return times
 
 
 def aten_reference(project_dir: Path) -> float:
     """CPU seconds of compiling a file that includes only <ATen/ATen.h>, with the compiler and flags
-    of the project's cold build (read from the ninja file torch wrote)."""
-    ninja = next((project_dir / "build").rglob("build.ninja")).read_text()
-    values = dict(line.split(" = ", 1) for line in ninja.splitlines() if " = " in line and not line.startswith(" "))
+    of the project's cold build (those of csrc/core, from the compile_commands.json CMake wrote)."""
+    commands = json.loads(next((project_dir / "build").rglob("compile_commands.json")).read_text())
+    entry = next(entry for entry in commands if "/csrc/core/" in entry["file"])
     source = project_dir / "build" / "aten_reference.cpp"
     source.write_text("#include <ATen/ATen.h>\n")
-    command = f"{values['cxx']} {values['cflags']} -c {source} -o {source.with_suffix('.o')} {values['post_cflags']}"
+    command = entry["command"].replace(entry["file"], str(source)).replace(entry["output"], str(source.with_suffix(".o")))
+    command = command.replace("/usr/lib/ccache/", "")
     cpu = children_cpu()
     env = {**os.environ, "CCACHE_DISABLE": "1"}
-    subprocess.run(command, shell=True, cwd=project_dir, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, shell=True, cwd=entry["directory"], env=env, check=True, stdout=subprocess.DEVNULL)
     return children_cpu() - cpu
 
 

@@ -31,6 +31,8 @@ EXAMPLE_DATA = {"backend_name": "foo"}
 # Files a build or test run leaves in a project; never part of a render.
 BUILD_ARTIFACTS = {".venv", "build", "__pycache__", ".pytest_cache", ".ruff_cache"}
 BUILD_SUFFIXES = (".so", ".egg-info", ".pyc")
+# What CMake builds of the generated project's tests/runtime (target runtime_tests), in build/<dir>/tests/runtime.
+RUNTIME_TEST_PROGRAMS = ("contract_test", "emulation_test", "add_one.so")
 # A generated test suite that runs longer than this has hung (the whole suite of the example takes
 # about half of it on two cores): run_tests stops it and reports a failure.
 SUITE_TIMEOUT = int(os.environ.get("SUITE_TIMEOUT", 3000))
@@ -146,9 +148,18 @@ def reuse_build(built: Path, project: Path) -> Path:
     binary), instead of compiling it again; returns the interpreter to test `project` with: the
     environment of `built`, whose installed entry points name the same modules. run_tests puts
     `project` first on the module path, so its package (with the copied extension) is the one imported.
-    The driver's static libraries come too: tests/test_runtime.py links its conformance programs with them."""
-    libraries = (path.relative_to(built) for path in built.glob("build/temp.*/lib*.a") if path.is_file())
-    for path in [*compiled_files(built), *libraries]:
+    The driver's conformance programs come too (tests/test_runtime.py runs them; CMake builds them in
+    `built`'s build directory, whose absolute paths name `built`'s sources, so the project gets the
+    programs rather than the directory)."""
+    for build in built.glob("build/*/CMakeCache.txt"):
+        cmake = shutil.which("cmake", path=str(built / ".venv" / "bin")) or shutil.which("cmake") or "cmake"
+        subprocess.run([cmake, "--build", str(build.parent), "--target", "runtime_tests"], check=True)
+    programs = (
+        path.relative_to(built)
+        for path in built.glob("build/*/tests/runtime/*")
+        if path.is_file() and path.name in RUNTIME_TEST_PROGRAMS
+    )
+    for path in [*compiled_files(built), *programs]:
         target = project / path
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built / path, target)

@@ -138,8 +138,8 @@ def test_build_digest_ignores_only_dependency_lists_of_pyproject(tmp_path):
 def test_a_reused_build_gives_the_project_its_compiled_extension(tmp_path):
     built, reuser = tmp_path / "built", tmp_path / "reuser"
     extension = Path("torch_foo", "_C.cpython-311-x86_64-linux-gnu.so")
-    runtime = Path("build/temp.linux-x86_64-cpython-311/libfoo_runtime.a")  # tests/test_runtime.py links it
-    objects = Path("build/temp.linux-x86_64-cpython-311/csrc/core/Device.o")
+    runtime = Path("build/cpython-311/tests/runtime/contract_test")  # tests/test_runtime.py runs it
+    objects = Path("build/cpython-311/csrc/core/CMakeFiles/foo_core.dir/Device.cpp.o")
     for path in (
         extension,
         runtime,
