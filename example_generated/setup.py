@@ -1,185 +1,123 @@
-"""Builds the foo backend's C++ extension (torch_foo._C) with torch's cpp_extension and ninja.
+"""Builds the foo backend's C++ extension (torch_foo._C) with CMake and Ninja.
 
 Build against the torch you run, without build isolation:
 
-    pip install --no-build-isolation -e .
+    pip install --no-build-isolation -e .        (pip install -v ... shows ninja's [n/N] lines)
 
-The driver (csrc/runtime) and the operator library (csrc/kernels) become static libraries that the
-extension links; build_config.py says which sources form each part and with which flags.
-Environment: UNITY=0 compiles the extension and the driver file by file instead of in a few groups
-(fast rebuilds while editing); DEBUG=1 builds with -O0 -g; MAX_JOBS=N limits parallel compile jobs;
-PCH=0 builds without the precompiled header (build_config.py).
-docs/build-speed.md in the template repository explains where the build's time goes.
+CMakeLists.txt says what is built (one target per layer); this file configures it into a fixed build
+directory (build_dir(): every way of building is incremental), builds it and copies the module
+where setuptools expects it. CMake and Ninja come from the system or from pip (pip install cmake ninja).
+Environment, passed to CMake as the options of the same name:
+    UNITY=0          compile file by file instead of one translation unit per layer (editing one
+                     file of a layer then recompiles that file alone)
+    PCH=1            start the torch-using layers from the precompiled header csrc/precompiled.h
+    DEBUG=1          -O0 -g (a build directory of its own)
+    SANITIZE=address,undefined | thread   instrument everything (a build directory of its own;
+                     tests/sanitizers/harness.py runs the tests under them)
+    MAX_JOBS=N       at most N compile jobs (default: ninja's, the number of cores + 2)
+    CMAKE_ARGS="..." more arguments for the configure step
+docs/build-speed.md in the template repository explains the build and where its time goes.
 """
 
 import os
-import re
+import shlex
+import shutil
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 # Building imports torch; never let torch autoload a previous (maybe stale) build of this backend.
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from setuptools import setup  # noqa: E402
-from torch.utils import cpp_extension  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
-
-import build_config as config  # noqa: E402
+from setuptools import Extension, setup  # noqa: E402
+from setuptools.command.build_ext import build_ext  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
-RUNTIME_SOURCES = config.sources(config.RUNTIME_DIRS)
-KERNEL_SOURCES = config.sources(config.KERNEL_DIRS)
-EXTENSION_SOURCES = config.sources(config.EXTENSION_DIRS)
-if config.use_precompiled_header():
-    # ccache (which torch puts in front of the compiler when it is on PATH) caches the files compiled
-    # with the precompiled header only with this sloppiness; without it, it compiles them every time.
-    os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
+# The options and their values when the environment does not set them (CMakeLists.txt describes them).
+OPTIONS = {"UNITY": "1", "PCH": "0", "DEBUG": "0"}
 
 
-def unity_sources() -> dict[str, list[str]]:
-    """Writes the unity build's translation units into the build directory (each only when its text
-    changed, so that ninja recompiles only the groups that changed) and returns each one's path
-    (relative to the root, as the other sources) with the sources it compiles. Without UNITY, each
-    source of the extension and the driver is its own translation unit."""
-    if not config.unity():
-        return {source: [source] for source in [*EXTENSION_SOURCES, *RUNTIME_SOURCES]}
-    directory = config.build_dir() / "unity"
-    directory.mkdir(parents=True, exist_ok=True)
-    units = {}
-    for name, group in config.unity_groups(EXTENSION_SOURCES, RUNTIME_SOURCES).items():
-        unit = directory / f"{name}.cpp"
-        text = config.unity_source(group)
-        if not unit.exists() or unit.read_text() != text:
-            unit.write_text(text)
-        units[unit.relative_to(ROOT).as_posix()] = group
-    return units
+def flag(name: str) -> str:
+    return "OFF" if os.environ.get(name, OPTIONS[name]) in ("", "0") else "ON"
 
 
-# What the extension and the driver compile: their sources, or (UNITY=1) the translation units that
-# group them.
-UNITS = unity_sources()
-EXTENSION_UNITS = [unit for unit, group in UNITS.items() if group[0] in EXTENSION_SOURCES]
-RUNTIME_UNITS = [unit for unit, group in UNITS.items() if group[0] in RUNTIME_SOURCES]
+def sanitize() -> str:
+    """SANITIZE without spaces ("address,undefined"); CMake checks the names."""
+    return ",".join(name.strip() for name in os.environ.get("SANITIZE", "").split(",") if name.strip())
 
 
-class BuildBackend(BuildExtension):
-    """torch's BuildExtension with four changes: a fixed build directory (build_config.build_dir), so
-    that every way of building is incremental; per-file flags in torch's one ninja run (the
-    optimisation level of optimisation_flags(), the precompiled header for the files that start
-    from it, which the same run builds first); and the runtime and kernel sources archived into the
-    two static libraries the extension links. torch writes one set of flags for all sources:
-    complete_ninja_file() adds the rest to the ninja file it wrote, before ninja runs."""
+def build_dir() -> Path:
+    """The build directory of this interpreter and configuration: a sanitized or debug build has its
+    own, so that switching between them recompiles nothing. tests/sanitizers/harness.py and
+    tests/test_runtime.py find it by the same rule."""
+    suffix = "".join(f"-{name}" for name in sanitize().split(",") if name)
+    suffix += "-debug" if flag("DEBUG") == "ON" else ""
+    return ROOT / "build" / f"{sys.implementation.cache_tag}{suffix}"
 
-    def finalize_options(self):
-        super().finalize_options()
-        self.build_temp = str(config.build_dir())
+
+def tool(name: str) -> str:
+    """cmake or ninja: the one next to this interpreter (pip install cmake ninja), else from PATH.
+    Always the same one for a build directory: two Ninja versions discard each other's build log."""
+    local = Path(sysconfig.get_path("scripts")) / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if not found:
+        raise SystemExit(f"{name} not found: pip install cmake ninja")
+    return found
+
+
+class CMakeBuild(build_ext):
+    """Builds each extension by configuring and building CMakeLists.txt (its target OUTPUT, the
+    module), then copies the module to the path setuptools installs it from."""
 
     def build_extension(self, ext):
-        compile_all = self.compiler.compile
-        write_ninja_file = cpp_extension._write_ninja_file
+        from torch.utils.cpp_extension import include_paths, library_paths
 
-        def write_and_complete(path, *args, **kwargs):
-            write_ninja_file(path, *args, **kwargs)
-            complete_ninja_file(Path(path))
-
-        def compile(sources, output_dir=None, **kwargs):
-            return self._archive(sources, compile_all(sources, output_dir=output_dir, **kwargs))
-
-        self.compiler.compile = compile
-        cpp_extension._write_ninja_file = write_and_complete
-        try:
-            super().build_extension(ext)
-        finally:
-            self.compiler.compile = compile_all
-            cpp_extension._write_ninja_file = write_ninja_file
-
-    def _archive(self, sources, objects):
-        """Replaces the runtime's and the kernels' objects (`objects` are those of `sources`, in
-        order) by their static libraries, kernels first since they call the runtime: the extension
-        links the runtime library the conformance test links."""
-        by_source = dict(zip(sources, objects, strict=True))
-        extension = [by_source[source] for source in sources if source in EXTENSION_UNITS]
-        for name, group in ((config.KERNELS_LIBRARY, KERNEL_SOURCES), (config.RUNTIME_LIBRARY, RUNTIME_UNITS)):
-            library = config.library_path(name)
-            members = [by_source[source] for source in group]
-            if not library.exists() or any(os.path.getmtime(o) > library.stat().st_mtime for o in members):
-                library.unlink(missing_ok=True)
-                self.compiler.create_static_lib(members, name, output_dir=str(library.parent))
-            extension.append(str(library))
-        return extension
-
-
-def build_order(unit: str) -> tuple[int, int]:
-    """Where the build statement of `unit` (a translation unit, relative to the root) goes in the ninja
-    file. Ninja starts the jobs that are ready in the order of its build file, and a long job that
-    starts last keeps the build waiting for it while the other job idles: the unity groups first, in
-    the order of unity_groups() (the longest first), then the files that include torch's headers,
-    then the rest, each the largest first."""
-    if UNITS.get(unit, [unit]) != [unit]:
-        return (0, list(UNITS).index(unit))
-    includes_torch = config.starts_from_precompiled_header(unit)
-    return (1 if includes_torch else 2, -(ROOT / unit).stat().st_size)
-
-
-def complete_ninja_file(path: Path) -> None:
-    """Adds the per-file flags and the precompiled header to the ninja file torch wrote at `path`, and
-    orders its build statements (build_order(); setuptools passes the sources to torch sorted by path):
-    each `build <object>: compile <source>` statement gets its own post_cflags when its source needs
-    more than the common flags, and the files that start from the precompiled header depend on it,
-    so ninja builds it first (the torch-free files of the driver and the kernels compile meanwhile)."""
-    pch = config.use_precompiled_header()
-    header = path.parent / "pch" / Path(config.PRECOMPILED_HEADER).name
-    if pch:
-        header.parent.mkdir(exist_ok=True)
-        text = (ROOT / config.PRECOMPILED_HEADER).read_text()
-        if not header.exists() or header.read_text() != text:
-            header.write_text(text)  # the copy the .gch sits beside, rewritten only when it changed
-    head: list[str] = []  # the variables and rules torch wrote, before its first build statement
-    statements: list[tuple[tuple[int, int], list[str]]] = []
-    tail: list[str] = []
-    for line in path.read_text().splitlines():
-        match = re.fullmatch(r"build (\S+): compile (\S+)", line)
-        if not match:
-            if statements and line.startswith(" "):
-                statements[-1][1].append(line)  # a variable of the statement before
-            else:
-                (tail if statements else head).append(line)
-            continue
-        source = Path(match.group(2)).resolve().relative_to(ROOT).as_posix()
-        # A unity translation unit has the flags of its sources (a group has one optimisation level).
-        grouped = UNITS.get(source, [source])
-        flags = config.optimisation_flags(grouped[0])
-        if pch and config.starts_from_precompiled_header(grouped[0]):
-            line += f" | {header}.gch"
-            flags += ["-include", str(header), "-Winvalid-pch", "-fpch-preprocess"]
-        statement = [line, f"  post_cflags = $post_cflags {' '.join(flags)}"] if flags else [line]
-        statements.append((build_order(source), statement))
-    if pch:
-        # First among the build statements: every file of the extension waits for it.
-        head += [
-            "rule precompile",
-            "  command = $cxx -MMD -MF $out.d $cflags -x c++-header $in -o $out $post_cflags",
-            "  depfile = $out.d",
-            "  deps = gcc",
-            f"build {header}.gch: precompile {header}",
-            "",
+        build = build_dir()
+        build.mkdir(parents=True, exist_ok=True)
+        configure = [
+            tool("cmake"),
+            "-S",
+            str(ROOT),
+            "-B",
+            str(build),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_MAKE_PROGRAM={tool('ninja')}",
+            f"-DUNITY={flag('UNITY')}",
+            f"-DPCH={flag('PCH')}",
+            f"-DDEBUG={flag('DEBUG')}",
+            f"-DSANITIZE={sanitize()}",
+            f"-DTORCH_INCLUDE_DIRS={';'.join(include_paths())}",
+            f"-DTORCH_LIBRARY_DIRS={';'.join(library_paths())}",
+            f"-DPYTHON_INCLUDE_DIR={sysconfig.get_paths()['include']}",
+            f"-DPYTHON_MODULE_SUFFIX={sysconfig.get_config_var('EXT_SUFFIX')}",
+            *shlex.split(os.environ.get("CMAKE_ARGS", "")),
         ]
-    ordered = [line for _, statement in sorted(statements, key=lambda item: item[0]) for line in statement]
-    path.write_text("\n".join([*head, *ordered, *tail]) + "\n")
+        if flag("PCH") == "ON":
+            # ccache (when the compiler on PATH is ccache's) caches the files compiled with the
+            # precompiled header only with this sloppiness.
+            os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
+        subprocess.run(configure, check=True)
+        command = [tool("cmake"), "--build", str(build), "--target", ext.target]
+        if os.environ.get("MAX_JOBS"):
+            command += ["--parallel", os.environ["MAX_JOBS"]]
+        subprocess.run(command, check=True)
+        built = build / "csrc" / "python" / f"_C{sysconfig.get_config_var('EXT_SUFFIX')}"
+        destination = Path(self.get_ext_fullpath(ext.name))
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, destination)
+
+
+class CMakeExtension(Extension):
+    """An extension CMake builds: `target` names the module's target in CMakeLists.txt."""
+
+    def __init__(self, name: str, target: str):
+        super().__init__(name, sources=[])
+        self.target = target
 
 
 setup(
-    ext_modules=[
-        CppExtension(
-            name="torch_foo._C",
-            sources=[*EXTENSION_UNITS, *KERNEL_SOURCES, *RUNTIME_UNITS],
-            extra_compile_args={"cxx": config.cxx_flags()},
-            include_dirs=config.INCLUDE_DIRS + config.extension_include_dirs(),
-            library_dirs=config.LIBRARY_DIRS,
-            libraries=config.LIBRARIES,
-            extra_link_args=config.link_flags(),
-        )
-    ],
-    cmdclass={"build_ext": BuildBackend.with_options(use_ninja=True)},
+    ext_modules=[CMakeExtension("torch_foo._C", target="foo_python")],
+    cmdclass={"build_ext": CMakeBuild},
 )

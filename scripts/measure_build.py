@@ -71,7 +71,9 @@ def aten_reference(project_dir: Path) -> float:
     entry = next(entry for entry in commands if "/csrc/core/" in entry["file"])
     source = project_dir / "build" / "aten_reference.cpp"
     source.write_text("#include <ATen/ATen.h>\n")
-    command = entry["command"].replace(entry["file"], str(source)).replace(entry["output"], str(source.with_suffix(".o")))
+    command = (
+        entry["command"].replace(entry["file"], str(source)).replace(entry["output"], str(source.with_suffix(".o")))
+    )
     command = command.replace("/usr/lib/ccache/", "")
     cpu = children_cpu()
     env = {**os.environ, "CCACHE_DISABLE": "1"}

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import build_config  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent / "sanitizers"))
+import harness  # noqa: E402
 
 SWEEP = Path(__file__).with_name("fallback_sweep.py")
 TIMEOUT = 1200  # seconds for a whole sweep; the sweep bounds each child itself
@@ -70,7 +70,7 @@ def test_a_crash_is_a_failure_naming_the_operator():
     """A child killed by a signal fails its case alone: the sweep runs the batch again one case per
     child, and the other cases of the batch keep their outcomes."""
     crash_at = ("--crash-at", "abs@strided")
-    results = sweep(*crash_at, "add@strided", "abs@strided", "mul@strided", **build_config.crash_environment())
+    results = sweep(*crash_at, "add@strided", "abs@strided", "mul@strided", **harness.crash_environment())
     assert [(r["case"], r["forward"]) for r in results] == [
         ("add@strided", "pass"),
         ("abs@strided", "crashed"),

@@ -1,61 +1,61 @@
 """The driver on its own, without PyTorch: tests/runtime/contract_test.cpp (the contract of
 csrc/runtime/runtime.h and its tracing.h, which a hardware port runs unchanged) and tests/runtime/emulation_test.cpp
-(the emulated device's own behaviour), each linked with the runtime library the extension links
-(build_config.py says where the build put it, and with which flags: a sanitized build, SANITIZE=...,
-instruments these programs too)."""
+(the emulated device's own behaviour), each linked with the runtime library the extension links.
+CMake builds them (tests/runtime/CMakeLists.txt, target runtime_tests) in the project's build directory
+(tests/sanitizers/harness.py build_dir(): a sanitized build, SANITIZE=..., instruments these programs
+too); `ctest --test-dir <build directory>` runs their basic checks without Python."""
 
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import build_config  # noqa: E402
-
-TESTS = ROOT / "tests" / "runtime"
+sys.path.insert(0, str(Path(__file__).resolve().parent / "sanitizers"))
+import harness  # noqa: E402
 
 
-def compile_program(output: Path, *sources: Path, shared: bool = False) -> Path:
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    assert compiler, "a C++ compiler is needed (the extension was built with one)"
-    command = [compiler, build_config.CXX_STANDARD, "-O1", "-pthread", *map(str, sources), "-o", str(output)]
-    command += build_config.sanitizer_flags()
-    command += [f"-I{directory}" for directory in build_config.INCLUDE_DIRS]
-    if shared:
-        command += ["-shared", "-fPIC"]
-    else:
-        library = build_config.library_path(build_config.RUNTIME_LIBRARY)
-        if not library.exists():
-            pytest.fail(f"{library} is missing: build the project first (pip install --no-build-isolation -e .)")
-        command += [str(library), *build_config.link_flags()]
-        command += [f"-L{directory}" for directory in build_config.LIBRARY_DIRS]
-        command += [f"-l{name}" for name in build_config.LIBRARIES]
-    # The compiler is not instrumented: a sanitizer runtime preloaded for the tests would report its leaks.
-    environment = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
-    assert result.returncode == 0, result.stderr
-    return output
+def cmake() -> str:
+    """The cmake that configured the build (pip's, next to this interpreter, or the system's)."""
+    local = Path(sysconfig.get_path("scripts")) / "cmake"
+    return str(local) if local.exists() else shutil.which("cmake") or "cmake"
+
+
+def configured() -> bool:
+    return (harness.build_dir() / "CMakeCache.txt").exists()
 
 
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("runtime")
-    return {
-        "contract": compile_program(
-            out / "contract_test",
-            TESTS / "contract_test.cpp",
-            TESTS / "tracing_contract.cpp",
-            TESTS / "emulated_test_kernels.cpp",
-        ),
-        "emulation": compile_program(out / "emulation_test", TESTS / "emulation_test.cpp"),
-        "module": compile_program(out / "add_one.so", TESTS / "add_one_module.cpp", shared=True),
-    }
+def programs() -> dict[str, Path]:
+    build = harness.build_dir()
+    tests = build / "tests" / "runtime"
+    found = {"contract": tests / "contract_test", "emulation": tests / "emulation_test", "module": tests / "add_one.so"}
+    if configured():
+        # The compiler is not instrumented: a sanitizer runtime preloaded for the tests would report its leaks.
+        environment = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
+        command = [cmake(), "--build", str(build), "--target", "runtime_tests"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment)
+        assert result.returncode == 0, result.stdout + result.stderr
+    elif not all(path.exists() for path in found.values()):
+        # (Programs without a configured directory: copied from a build of the same sources.)
+        pytest.fail(f"{build} is not configured: build the project first (pip install --no-build-isolation -e .)")
+    return found
+
+
+def test_ctest_runs_the_checks(programs):
+    """The checks CMake registers (tests/runtime/CMakeLists.txt) pass under ctest, as a porter runs them."""
+    if not configured():
+        pytest.skip("the programs were copied from another build directory, which ctest would run")
+    ctest = Path(cmake()).with_name("ctest")
+    environment = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
+    command = [str(ctest) if ctest.exists() else "ctest", "--test-dir", str(harness.build_dir()), "--output-on-failure"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "100% tests passed, 0 tests failed out of 4" in result.stdout
 
 
 def run(program: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -116,7 +116,7 @@ def test_unparsable_setting_keeps_the_default(programs, variable, value, expecte
     ],
 )
 def test_strict_memory_explains_the_crash(programs, mode, explanation):
-    result = run(programs["emulation"], mode, FOO_STRICT_MEMORY="1", **build_config.crash_environment())
+    result = run(programs["emulation"], mode, FOO_STRICT_MEMORY="1", **harness.crash_environment())
     assert result.returncode == -signal.SIGSEGV, result.stdout + result.stderr
     assert f"foo strict memory mode: {explanation}" in result.stderr
 

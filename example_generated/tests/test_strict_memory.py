@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import build_config  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent / "sanitizers"))
+import harness  # noqa: E402
 
 
 def permissions(address: int) -> str:
@@ -40,7 +40,7 @@ def test_host_access_to_device_memory_crashes_with_an_explanation(run_python):
         ctypes.string_at(x.data_ptr(), 4)
         print("read it")
     """
-    result = run_python(code, FOO_STRICT_MEMORY="1", **build_config.crash_environment())
+    result = run_python(code, FOO_STRICT_MEMORY="1", **harness.crash_environment())
     assert result.returncode == -signal.SIGSEGV
     assert "reading" in result.stdout and "read it" not in result.stdout
     assert "foo strict memory mode: host code read or wrote device memory directly" in result.stderr

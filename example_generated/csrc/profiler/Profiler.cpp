@@ -20,7 +20,7 @@
 //
 // Kineto's headers declare the interfaces only with USE_KINETO, which the torch wheels are built
 // with. It is defined here, for this translation unit only (nothing else includes those headers);
-// setup.py adds the kineto include directory.
+// csrc/profiler/CMakeLists.txt adds the kineto include directory.
 #define USE_KINETO 1
 // Kineto's activities format their metadata with fmt, whose compiled part libtorch does not export:
 // use fmt's header-only build in this file.

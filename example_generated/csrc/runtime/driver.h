@@ -1,7 +1,7 @@
 // The device layer: what the runtime's entry points (api_*.cpp) need from a device.
 //
 // csrc/runtime/emulated/ implements it on the host. A hardware port implements it with its vendor
-// driver (a directory beside emulated/, chosen in setup.py) and keeps the entry points, which do
+// driver (a directory beside emulated/, listed in csrc/runtime/CMakeLists.txt) and keeps the entry points, which do
 // everything runtime.h promises that is not about the device: they check arguments, keep the fork
 // state and the per-thread current device, initialise lazily, resolve a NULL stream to the default
 // stream of the current device and record error messages. So every function here is called with

@@ -235,7 +235,7 @@ void test_module(const char* path) {
 // A module the program never unloads, whose kernel keeps per-thread state (a thread_local, dynamic
 // TLS in a module loaded with dlopen), run on several streams: when the program exits, the
 // streams' threads still hold that state and the module is still loaded. Both are the runtime's,
-// not leaked; under the sanitizers the leak check at exit scans them (build_config.py,
+// not leaked; under the sanitizers the leak check at exit scans them (tests/sanitizers/harness.py,
 // intercept_tls_get_addr). A thread of its own loads the module and ends, so that no handle stays
 // on a stack the leak check scans: only the runtime holds the module.
 void load_and_run_module(const char* path) {

@@ -4,10 +4,10 @@ option (SANITIZE, which setup.py passes on: every target, the driver's conforman
 instrumented); this module is the run side, read by the tests (conftest.py, test_runtime.py,
 test_strict_memory.py, test_fallback_sweep.py) and the CI workflow.
 
-    python tests/sanitizers/harness.py sanitizer-env        prints NAME=value lines (for $GITHUB_ENV,
-                                                            or `export $(python tests/sanitizers/harness.py sanitizer-env)`)
-    python tests/sanitizers/harness.py sanitized CMD ...    runs CMD with that environment
-    python tests/sanitizers/harness.py test [PYTEST ARGS]   builds with the sanitizers and runs pytest under them
+    python tests/sanitizers/harness.py sanitizer-env       prints NAME=value lines (for $GITHUB_ENV, or
+                                                           `export $(python tests/sanitizers/harness.py sanitizer-env)`)
+    python tests/sanitizers/harness.py sanitized CMD ...   runs CMD with that environment
+    python tests/sanitizers/harness.py test [PYTEST ARGS]  builds with the sanitizers and runs pytest under them
 
 All read SANITIZE (address,undefined or thread), as the build does.
 """
@@ -139,9 +139,10 @@ def sanitizer_environment() -> dict[str, str]:
 
 def build_and_test(pytest_args: list[str]) -> int:
     """Builds the extension with SANITIZE's sanitizers (pip install --no-build-isolation -e ., which
-    passes SANITIZE to CMake, into the build directory of that build) and runs pytest with `pytest_args` under them; returns pytest's
-    exit code. The in-tree extension is then the sanitized one: a plain `pip install
-    --no-build-isolation -e .` (which relinks from its own build directory) makes it the plain one again."""
+    passes SANITIZE to CMake, into the build directory of that build) and runs pytest with
+    `pytest_args` under them; returns pytest's exit code. The in-tree extension is then the sanitized
+    one: a plain `pip install --no-build-isolation -e .` (which copies the module of its own build
+    directory, compiling nothing) makes it the plain one again."""
     if not sanitizers():
         raise SystemExit("SANITIZE is not set: SANITIZE=address,undefined or SANITIZE=thread")
     build = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", str(ROOT)]

@@ -1,0 +1,62 @@
+# Compiler flags of every target: the optimisation level of each layer, OpenMP, the sanitizers.
+#
+# The element loops live in the driver and the operator library: those compile at -O3. The layers
+# above check arguments, describe tensors to the library and keep books; most of their compile time
+# is optimising inline code from torch's headers. The layers on every operator's path (core, aten,
+# compile, custom_ops) compile at -O1, the others (families, profiler, distributed, python: off the
+# per-operator path or registration only) at -Og. The template's docs/build-speed.md has the
+# measurements behind each level.
+
+# The build type's own flags (-O3 -DNDEBUG for Release, ...) are not used: the levels below are.
+set(CMAKE_BUILD_TYPE "" CACHE STRING "not used: see cmake/flags.cmake" FORCE)
+
+set(SANITIZERS address undefined thread)
+string(REPLACE "," ";" sanitize_list "${SANITIZE}")
+foreach(name IN LISTS sanitize_list)
+  if(NOT name IN_LIST SANITIZERS)
+    message(FATAL_ERROR "SANITIZE: unknown sanitizer ${name} (known: address, undefined, thread)")
+  endif()
+endforeach()
+if("thread" IN_LIST sanitize_list AND NOT sanitize_list STREQUAL "thread")
+  message(FATAL_ERROR "SANITIZE: thread cannot be combined with other sanitizers")
+endif()
+
+# -fopenmp: the emulated device runs a kernel's blocks on an OpenMP team, and ATen's
+# at::parallel_for (large copies) is serial without it; the module shares the libgomp torch loads.
+add_compile_options(-fopenmp)
+add_link_options(-fopenmp)
+if(SANITIZE)
+  # -O1 keeps the reports' stack traces close to the source at a fraction of -O0's slowdown.
+  add_compile_options(-fsanitize=${SANITIZE} -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=${SANITIZE})
+endif()
+
+# backend_optimise(<target> <-O3|-O1|-Og>): the target's optimisation level, unless DEBUG or
+# SANITIZE decide it for the whole build.
+function(backend_optimise target level)
+  if(DEBUG)
+    target_compile_options(${target} PRIVATE -O0 -g)
+  elseif(SANITIZE)
+    target_compile_options(${target} PRIVATE -O1)
+  else()
+    target_compile_options(${target} PRIVATE ${level} -g0)
+  endif()
+endfunction()
+
+# backend_torch_layer(<target>): a target that includes torch's headers. UNITY compiles its sources
+# as one translation unit (they stay one file per integration point; a clash of names between two
+# files is a compile error, never a silent change). The macros a file defines to configure torch's
+# headers for itself are undefined after it, so that the next file of the unit starts clean.
+# PCH starts it from csrc/precompiled.h, compiled once for all of them.
+function(backend_torch_layer target)
+  target_link_libraries(${target} PUBLIC torch_headers)
+  set_target_properties(${target} PROPERTIES
+    UNITY_BUILD ${UNITY}
+    UNITY_BUILD_BATCH_SIZE 0
+    UNITY_BUILD_CODE_AFTER_INCLUDE "#undef TORCH_ASSERT_ONLY_METHOD_OPERATORS\n#undef AT_PER_OPERATOR_HEADERS")
+  if(PCH AND NOT target STREQUAL "${NAME}_core")
+    target_precompile_headers(${target} REUSE_FROM ${NAME}_core) # core's compiles it first
+  elseif(PCH)
+    target_precompile_headers(${target} PRIVATE ${PROJECT_SOURCE_DIR}/csrc/precompiled.h)
+  endif()
+endfunction()
