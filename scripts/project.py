@@ -151,9 +151,10 @@ def reuse_build(built: Path, project: Path) -> Path:
     The driver's conformance programs come too (tests/test_runtime.py runs them; CMake builds them in
     `built`'s build directory, whose absolute paths name `built`'s sources, so the project gets the
     programs rather than the directory)."""
-    for build in built.glob("build/*/CMakeCache.txt"):
-        cmake = shutil.which("cmake", path=str(built / ".venv" / "bin")) or shutil.which("cmake") or "cmake"
-        subprocess.run([cmake, "--build", str(build.parent), "--target", "runtime_tests"], check=True)
+    for cache in built.glob("build/*/CMakeCache.txt"):
+        # With the cmake that configured it (the cache's CMAKE_COMMAND).
+        cmake = next(line for line in cache.read_text().splitlines() if line.startswith("CMAKE_COMMAND:"))
+        subprocess.run([cmake.split("=", 1)[1], "--build", str(cache.parent), "--target", "runtime_tests"], check=True)
     programs = (
         path.relative_to(built)
         for path in built.glob("build/*/tests/runtime/*")

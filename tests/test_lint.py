@@ -43,12 +43,12 @@ def test_workflow_builds_without_isolation_against_cpu_torch(render):
 
 
 def test_generated_workflow_runs_the_suite_under_asan_ubsan_and_tsan(render):
-    """The sanitizers job builds with SANITIZE (build_config.py test: pip install --no-build-isolation,
+    """The sanitizers job builds with SANITIZE (tests/sanitizers/harness.py test: pip install --no-build-isolation,
     then pytest with the sanitizer runtime preloaded) for ASan+UBSan and for TSan."""
     job = yaml.safe_load((render("foo") / ".github" / "workflows" / "ci.yml").read_text())["jobs"]["sanitizers"]
     assert {entry["sanitize"] for entry in job["strategy"]["matrix"]["include"]} == {"address,undefined", "thread"}
     assert job["env"]["SANITIZE"] == "${{ matrix.sanitize }}"
-    assert any(step.get("run", "").startswith("python build_config.py test ") for step in job["steps"])
+    assert any(step.get("run", "").startswith("python tests/sanitizers/harness.py test ") for step in job["steps"])
 
 
 def test_generated_workflow_builds_through_ccache_keyed_on_torch_and_compiler(render):

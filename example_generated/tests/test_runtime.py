@@ -6,11 +6,9 @@ CMake builds them (tests/runtime/CMakeLists.txt, target runtime_tests) in the pr
 too); `ctest --test-dir <build directory>` runs their basic checks without Python."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -19,10 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "sanitizers"))
 import harness  # noqa: E402
 
 
-def cmake() -> str:
-    """The cmake that configured the build (pip's, next to this interpreter, or the system's)."""
-    local = Path(sysconfig.get_path("scripts")) / "cmake"
-    return str(local) if local.exists() else shutil.which("cmake") or "cmake"
+def cmake_tool(name: str) -> str:
+    """The cmake (name CMAKE_COMMAND) or ctest (CMAKE_CTEST_COMMAND) that configured the build directory."""
+    for line in (harness.build_dir() / "CMakeCache.txt").read_text().splitlines():
+        if line.startswith(f"{name}:"):
+            return line.split("=", 1)[1]
+    raise AssertionError(f"{name} is not in {harness.build_dir() / 'CMakeCache.txt'}")
 
 
 def configured() -> bool:
@@ -37,7 +37,7 @@ def programs() -> dict[str, Path]:
     if configured():
         # The compiler is not instrumented: a sanitizer runtime preloaded for the tests would report its leaks.
         environment = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
-        command = [cmake(), "--build", str(build), "--target", "runtime_tests"]
+        command = [cmake_tool("CMAKE_COMMAND"), "--build", str(build), "--target", "runtime_tests"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment)
         assert result.returncode == 0, result.stdout + result.stderr
     elif not all(path.exists() for path in found.values()):
@@ -50,9 +50,8 @@ def test_ctest_runs_the_checks(programs):
     """The checks CMake registers (tests/runtime/CMakeLists.txt) pass under ctest, as a porter runs them."""
     if not configured():
         pytest.skip("the programs were copied from another build directory, which ctest would run")
-    ctest = Path(cmake()).with_name("ctest")
     environment = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
-    command = [str(ctest) if ctest.exists() else "ctest", "--test-dir", str(harness.build_dir()), "--output-on-failure"]
+    command = [cmake_tool("CMAKE_CTEST_COMMAND"), "--test-dir", str(harness.build_dir()), "--output-on-failure"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "100% tests passed, 0 tests failed out of 4" in result.stdout
