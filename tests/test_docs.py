@@ -383,7 +383,9 @@ def test_guide_and_generated_readme_say_how_long_the_cold_build_takes_and_how_to
     README give the same measured time and the same verbose command."""
     guide = " ".join((DOCS / "getting-started.md").read_text().split())
     readme = " ".join((render("foo") / "README.md").read_text().split())
-    time = re.compile(r"about [\w ]+ on two (?:otherwise idle )?cores \((?:\d+( to \d+)? s wall with 2 jobs, )?measured with")
+    time = re.compile(
+        r"about [\w ]+ on two (?:otherwise idle )?cores \((?:\d+( to \d+)? s wall with 2 jobs, )?measured with"
+    )
     stated = [time.search(text) for text in (guide, readme)]
     assert all(stated) and stated[0].group() == stated[1].group(), stated
     for text in (guide, readme):
