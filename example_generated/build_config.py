@@ -67,7 +67,10 @@ LIGHT_SOURCES = {
     "csrc/families/Sparse.cpp",
     "csrc/families/WiderDtypeOps.cpp",
     "csrc/families/WiderDtypes.cpp",
-} | {f"csrc/aten/{name}.cpp" for name in ("Autocast", "BackendMetaCopies", "RecordStream", "Resize", "ShallowCopy", "Views")}
+} | {
+    f"csrc/aten/{name}.cpp"
+    for name in ("Autocast", "BackendMetaCopies", "RecordStream", "Resize", "ShallowCopy", "Views")
+}
 # The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
 LIGHT_SOURCES |= {"csrc/distributed/Backend.cpp", "csrc/distributed/GlooTransport.cpp"}
 
