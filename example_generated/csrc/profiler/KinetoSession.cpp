@@ -1,22 +1,17 @@
-// Profiler: what the device did, in PyTorch's profilers.
+// The device timeline of torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1]).
 //
-// PyTorch calls two things here:
-//
-//  - torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1]) runs Kineto, which
-//    asks the activity profiler registered with REGISTER_PRIVATEUSE1_PROFILER for a session when a
-//    trace is prepared, starts and stops it with the trace, tells it the correlation id of every
-//    operator and record_function range while they run on a host thread (push/pop), and at the end
-//    has it log its activities, handing it a lookup from correlation id to the operator's activity.
-//    The session turns the runtime's tracing records (csrc/runtime/tracing.h) into Kineto
-//    activities: a track per device stream with kernels, copies and fills, each linked to the
-//    operator that launched it (which gives key_averages() its device times), the runtime calls
-//    and host waits on the host threads, and a span per record_function range on each stream.
-//  - torch.autograd.profiler.profile(use_device="{{ backend_name }}") without Kineto records a device event on the
-//    current stream before and after every operator through the ProfilerStubs registered with
-//    registerPrivateUse1Methods, and reads the time between them as the operator's device time.
+// Kineto asks the activity profiler registered here with REGISTER_PRIVATEUSE1_PROFILER for a session
+// when a trace is prepared, starts and stops it with the trace, tells it the correlation id of every
+// operator and record_function range while they run on a host thread (push/pop), and at the end has
+// it log its activities, handing it a lookup from correlation id to the operator's activity. The
+// session turns the runtime's tracing records (csrc/runtime/tracing.h) into Kineto activities: a
+// track per device stream with kernels, copies and fills, each linked to the operator that launched
+// it (which gives key_averages() its device times), the runtime calls and host waits on the host
+// threads, and a span per record_function range on each stream. (The legacy profiler,
+// torch.autograd.profiler.profile(use_device=...), is LegacyProfiler.cpp.)
 //
 // A real device keeps this file: its driver implements tracing.h from its own tracing hardware
-// and timestamps, and the events of runtime.h, which is all this file uses.
+// and timestamps, which is all this file uses.
 //
 // Kineto's headers declare the interfaces only with USE_KINETO, which the torch wheels are built
 // with. It is defined here, for this translation unit only (nothing else includes those headers);
@@ -27,16 +22,12 @@
 #define FMT_HEADER_ONLY 1
 
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
-#include <torch/csrc/profiler/stubs/base.h>
 
 #include <GenericTraceActivity.h>
 #include <IActivityProfiler.h>
 #include <ThreadUtil.h>
 #include <libkineto.h>
 #include <output_base.h>
-
-#include <c10/core/DeviceGuard.h>
-#include <c10/util/ApproximateClock.h>
 
 #include <algorithm>
 #include <chrono>
@@ -47,12 +38,10 @@
 #include <tuple>
 #include <vector>
 
-#include "../runtime/tracing.h"
-#include "../core/Device.h"
 #include "../core/Exception.h"
-#include "../core/Stream.h"
+#include "../runtime/tracing.h"
 
-namespace {{ cpp_namespace }} {
+namespace torch_foo {
 namespace {
 
 using libkineto::ActivityType;
@@ -71,26 +60,42 @@ struct ClockPair {
   static ClockPair now() {
     uint64_t device = 0;
     const int64_t before = host_now_ns();
-    (void){{ runtime_prefix }}TracingGetTimestamp(&device);
+    (void)fooTracingGetTimestamp(&device);
     const int64_t after = host_now_ns();
     return {before + (after - before) / 2, static_cast<int64_t>(device)};
   }
 };
 
-// The runtime record kinds that serve each Kineto activity type.
-const std::pair<ActivityType, {{ runtime_prefix }}ActivityKind> kActivityKinds[] = {
-    {ActivityType::CONCURRENT_KERNEL, {{ runtime_prefix }}ActivityKindKernel},
-    {ActivityType::GPU_MEMCPY, {{ runtime_prefix }}ActivityKindMemcpy},
-    {ActivityType::GPU_MEMSET, {{ runtime_prefix }}ActivityKindMemset},
-    {ActivityType::PRIVATEUSE1_RUNTIME, {{ runtime_prefix }}ActivityKindRuntime},
-    {ActivityType::PRIVATEUSE1_RUNTIME, {{ runtime_prefix }}ActivityKindSynchronization},
+// The Kineto activity type of each kind of runtime record (event records have none: they mark
+// points, and CUDA traces leave them out too). Both directions read this one table: configure()
+// enables the kinds of the types a trace asks for, processTrace() gives each record its type.
+struct KindType {
+  ActivityType type;
+  fooActivityKind kind;
 };
+constexpr KindType kKindTypes[] = {
+    {ActivityType::CONCURRENT_KERNEL, fooActivityKindKernel},
+    {ActivityType::GPU_MEMCPY, fooActivityKindMemcpy},
+    {ActivityType::GPU_MEMSET, fooActivityKindMemset},
+    {ActivityType::PRIVATEUSE1_RUNTIME, fooActivityKindRuntime},
+    {ActivityType::PRIVATEUSE1_RUNTIME, fooActivityKindSynchronization},
+};
+
+// The activity type of a record of `kind`; nullptr for kinds a trace leaves out.
+const ActivityType* activity_type(fooActivityKind kind) {
+  for (const auto& entry : kKindTypes) {
+    if (entry.kind == kind) {
+      return &entry.type;
+    }
+  }
+  return nullptr;
+}
 
 class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
  public:
-  explicit DeviceTraceSession(std::set<{{ runtime_prefix }}ActivityKind> kinds, bool user_spans)
+  explicit DeviceTraceSession(std::set<fooActivityKind> kinds, bool user_spans)
       : kinds_(std::move(kinds)), user_spans_(user_spans) {
-    buffer_->span = libkineto::TraceSpan(0, 0, "{{ backend_name }} device");
+    buffer_->span = libkineto::TraceSpan(0, 0, "foo device");
     buffer_->gpuOpCount = -1;
   }
 
@@ -101,11 +106,11 @@ class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
   }
 
   void start() override {
-    {{ macro_prefix }}_CHECK({{ runtime_prefix }}TracingSubscribe(&DeviceTraceSession::receive, this));
+    FOO_CHECK(fooTracingSubscribe(&DeviceTraceSession::receive, this));
     subscribed_ = true;
     begin_ = ClockPair::now();
     for (const auto kind : kinds_) {
-      {{ macro_prefix }}_CHECK({{ runtime_prefix }}TracingEnable(kind, 1));
+      FOO_CHECK(fooTracingEnable(kind, 1));
     }
     status_ = libkineto::TraceStatus::RECORDING;
   }
@@ -124,16 +129,16 @@ class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
   }
 
   void pushCorrelationId(uint64_t id) override {
-    (void){{ runtime_prefix }}TracingPushExternalId({{ runtime_prefix }}ExternalCorrelationOperator, id);
+    (void)fooTracingPushExternalId(fooExternalCorrelationOperator, id);
   }
   void popCorrelationId() override {
-    (void){{ runtime_prefix }}TracingPopExternalId({{ runtime_prefix }}ExternalCorrelationOperator, nullptr);
+    (void)fooTracingPopExternalId(fooExternalCorrelationOperator, nullptr);
   }
   void pushUserCorrelationId(uint64_t id) override {
-    (void){{ runtime_prefix }}TracingPushExternalId({{ runtime_prefix }}ExternalCorrelationUser, id);
+    (void)fooTracingPushExternalId(fooExternalCorrelationUser, id);
   }
   void popUserCorrelationId() override {
-    (void){{ runtime_prefix }}TracingPopExternalId({{ runtime_prefix }}ExternalCorrelationUser, nullptr);
+    (void)fooTracingPopExternalId(fooExternalCorrelationUser, nullptr);
   }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
@@ -169,7 +174,7 @@ class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
   }
 
  private:
-  static void receive(const {{ runtime_prefix }}ActivityRecord* records, size_t count, void* self) {
+  static void receive(const fooActivityRecord* records, size_t count, void* self) {
     auto* session = static_cast<DeviceTraceSession*>(self);
     std::lock_guard<std::mutex> lock(session->mutex_);
     session->records_.insert(session->records_.end(), records, records + count);
@@ -177,10 +182,10 @@ class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
 
   void detach() {
     for (const auto kind : kinds_) {
-      (void){{ runtime_prefix }}TracingEnable(kind, 0);
+      (void)fooTracingEnable(kind, 0);
     }
-    (void){{ runtime_prefix }}TracingFlush();
-    (void){{ runtime_prefix }}TracingSubscribe(nullptr, nullptr);
+    (void)fooTracingFlush();
+    (void)fooTracingSubscribe(nullptr, nullptr);
     subscribed_ = false;
   }
 
@@ -193,12 +198,12 @@ class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
   }
 
   static libkineto::DeviceInfo device_info(int device) {
-    {{ runtime_prefix }}DeviceProp prop{};
-    std::string label = "{{ backend_name }}:" + std::to_string(device);
-    if ({{ runtime_prefix }}GetDeviceProperties(&prop, device) == {{ runtime_prefix }}Success) {
+    fooDeviceProp prop{};
+    std::string label = "foo:" + std::to_string(device);
+    if (fooGetDeviceProperties(&prop, device) == fooSuccess) {
       label = prop.name;
     }
-    return {device, libkineto::kExceedMaxPid + device, "{{ backend_name }}:" + std::to_string(device), label};
+    return {device, libkineto::kExceedMaxPid + device, "foo:" + std::to_string(device), label};
   }
 
   libkineto::GenericTraceActivity& add(ActivityType type, const std::string& name) {
@@ -206,13 +211,13 @@ class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
     return *buffer_->activities.back();
   }
 
-  std::set<{{ runtime_prefix }}ActivityKind> kinds_;
+  std::set<fooActivityKind> kinds_;
   bool user_spans_;
   bool subscribed_ = false;
   ClockPair begin_;
   ClockPair end_;
   std::mutex mutex_; // guards records_ (filled on stream workers and flushing threads)
-  std::vector<{{ runtime_prefix }}ActivityRecord> records_;
+  std::vector<fooActivityRecord> records_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
   std::set<int> devices_;
   std::map<std::pair<int, uint32_t>, bool> streams_; // (device, stream) -> is a default stream
@@ -223,14 +228,14 @@ void DeviceTraceSession::processTrace(
     libkineto::getLinkedActivityCallback linked_activity,
     int64_t window_start,
     int64_t window_end) {
-  std::vector<{{ runtime_prefix }}ActivityRecord> records;
+  std::vector<fooActivityRecord> records;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     records.swap(records_);
   }
   std::set<uint32_t> device_work; // correlation ids of runtime calls whose device work is recorded
   for (const auto& r : records) {
-    if (r.kind != {{ runtime_prefix }}ActivityKindRuntime && r.kind != {{ runtime_prefix }}ActivityKindSynchronization && r.correlationId != 0) {
+    if (r.kind != fooActivityKindRuntime && r.kind != fooActivityKindSynchronization && r.correlationId != 0) {
       device_work.insert(r.correlationId);
     }
   }
@@ -243,23 +248,17 @@ void DeviceTraceSession::processTrace(
     if (window_end > window_start && (end < window_start || start > window_end)) {
       continue; // outside the trace window (a profiler schedule's warm-up, say)
     }
-    const bool on_host = r.kind == {{ runtime_prefix }}ActivityKindRuntime || r.kind == {{ runtime_prefix }}ActivityKindSynchronization;
-    static const ActivityType device_types[] = {
-        ActivityType::PRIVATEUSE1_RUNTIME,
-        ActivityType::CONCURRENT_KERNEL,
-        ActivityType::GPU_MEMCPY,
-        ActivityType::GPU_MEMSET,
-        ActivityType::PRIVATEUSE1_RUNTIME,
-        ActivityType::CONCURRENT_KERNEL};
-    if (r.kind == {{ runtime_prefix }}ActivityKindEvent) {
-      continue; // event records mark points; CUDA traces leave them out too
+    const bool on_host = r.kind == fooActivityKindRuntime || r.kind == fooActivityKindSynchronization;
+    const ActivityType* type = activity_type(r.kind);
+    if (type == nullptr) {
+      continue; // event records
     }
-    auto& a = add(device_types[r.kind], r.name != nullptr ? r.name : "");
+    auto& a = add(*type, r.name != nullptr ? r.name : "");
     a.startTime = start;
     a.endTime = end;
     a.id = static_cast<int32_t>(r.correlationId);
-    a.linked = r.externalId[{{ runtime_prefix }}ExternalCorrelationOperator] != 0
-        ? linked_activity(static_cast<int32_t>(r.externalId[{{ runtime_prefix }}ExternalCorrelationOperator]))
+    a.linked = r.externalId[fooExternalCorrelationOperator] != 0
+        ? linked_activity(static_cast<int32_t>(r.externalId[fooExternalCorrelationOperator]))
         : nullptr;
     if (on_host) {
       a.device = pid;
@@ -268,7 +267,7 @@ void DeviceTraceSession::processTrace(
       if (r.device >= 0) {
         a.addMetadata("device", r.device);
       }
-      if (r.kind == {{ runtime_prefix }}ActivityKindSynchronization && r.stream != 0) {
+      if (r.kind == fooActivityKindSynchronization && r.stream != 0) {
         a.addMetadata("stream", r.stream);
       }
     } else {
@@ -276,17 +275,17 @@ void DeviceTraceSession::processTrace(
       a.resource = static_cast<int32_t>(r.stream);
       a.threadId = static_cast<int32_t>(r.stream);
       devices_.insert(r.device);
-      streams_[{r.device, r.stream}] = (r.flags & {{ runtime_prefix }}ActivityFlagDefaultStream) != 0;
+      streams_[{r.device, r.stream}] = (r.flags & fooActivityFlagDefaultStream) != 0;
       a.addMetadata("device", r.device);
       a.addMetadata("stream", r.stream);
       a.addMetadata("correlation", r.correlationId);
-      if (r.kind != {{ runtime_prefix }}ActivityKindKernel) {
+      if (r.kind != fooActivityKindKernel) {
         a.addMetadata("bytes", r.bytes);
         if (end > start) {
           a.addMetadata("memory bandwidth (GB/s)", static_cast<double>(r.bytes) / static_cast<double>(end - start));
         }
       }
-      const uint64_t range = r.externalId[{{ runtime_prefix }}ExternalCorrelationUser];
+      const uint64_t range = r.externalId[fooExternalCorrelationUser];
       if (user_spans_ && range != 0) {
         auto [it, inserted] = user_spans.try_emplace({r.device, r.stream, range}, start, end);
         if (!inserted) {
@@ -295,7 +294,7 @@ void DeviceTraceSession::processTrace(
       }
     }
     // The arrow from a runtime call to the work it enqueued (Kineto's "ac2g" flows, as for CUDA).
-    if (r.correlationId != 0 && r.kind != {{ runtime_prefix }}ActivityKindSynchronization &&
+    if (r.correlationId != 0 && r.kind != fooActivityKindSynchronization &&
         (!on_host || device_work.count(r.correlationId) != 0)) {
       a.flow.id = r.correlationId;
       a.flow.type = libkineto::kLinkAsyncCpuGpu;
@@ -342,15 +341,15 @@ class DeviceActivityProfiler final : public libkineto::IActivityProfiler {
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       const std::set<ActivityType>& activity_types, const libkineto::Config& /*config*/) override {
-    std::set<{{ runtime_prefix }}ActivityKind> kinds;
-    for (const auto& [type, kind] : kActivityKinds) {
+    std::set<fooActivityKind> kinds;
+    for (const auto& [type, kind] : kKindTypes) {
       if (activity_types.count(type) != 0) {
         kinds.insert(kind);
       }
     }
-    size_t device_kinds = kinds.count({{ runtime_prefix }}ActivityKindKernel);
-    device_kinds += kinds.count({{ runtime_prefix }}ActivityKindMemcpy);
-    device_kinds += kinds.count({{ runtime_prefix }}ActivityKindMemset);
+    size_t device_kinds = kinds.count(fooActivityKindKernel);
+    device_kinds += kinds.count(fooActivityKindMemcpy);
+    device_kinds += kinds.count(fooActivityKindMemset);
     if (device_kinds == 0) {
       // ProfilerActivity.CPU alone (its types include PRIVATEUSE1_RUNTIME): no session, no cost.
       return nullptr;
@@ -368,7 +367,7 @@ class DeviceActivityProfiler final : public libkineto::IActivityProfiler {
   }
 
  private:
-  std::string name_ = "{{ backend_name }}";
+  std::string name_ = "foo";
   std::set<ActivityType> activities_{
       ActivityType::CONCURRENT_KERNEL,
       ActivityType::GPU_MEMCPY,
@@ -377,86 +376,7 @@ class DeviceActivityProfiler final : public libkineto::IActivityProfiler {
       ActivityType::PRIVATEUSE1_RUNTIME};
 };
 
-using DeviceEvent = std::remove_pointer_t<{{ runtime_prefix }}Event_t>;
-
-// The legacy profiler's device timing: an event recorded on the current stream at each operator's
-// start and end, the elapsed time between them read after the profile. Nothing here may throw
-// (PyTorch calls it from RecordFunction callbacks): a failed record leaves an empty event, whose
-// elapsed time is 0.
-struct LegacyProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
-  void record(
-      c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event, int64_t* cpu_ns) const override {
-    int current = 0;
-    (void){{ runtime_prefix }}GetDevice(&current);
-    if (device != nullptr) {
-      *device = static_cast<c10::DeviceIndex>(current);
-    }
-    {{ runtime_prefix }}Event_t handle = nullptr;
-    if ({{ runtime_prefix }}EventCreate(&handle) == {{ runtime_prefix }}Success) {
-      *event = std::shared_ptr<DeviceEvent>(handle, [](DeviceEvent* e) { (void){{ runtime_prefix }}EventDestroy(e); });
-    }
-    if (cpu_ns != nullptr) {
-      *cpu_ns = c10::getTime();
-    }
-    if (handle != nullptr) {
-      try {
-        (void){{ runtime_prefix }}EventRecord(handle, current_stream());
-      } catch (...) {
-      }
-    }
-  }
-
-  // Microseconds between two recorded events, once the device has reached both.
-  float elapsed(
-      const torch::profiler::impl::ProfilerVoidEventStub* start,
-      const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
-    if (start == nullptr || end == nullptr || *start == nullptr || *end == nullptr) {
-      return 0;
-    }
-    auto* a = static_cast<{{ runtime_prefix }}Event_t>(start->get());
-    auto* b = static_cast<{{ runtime_prefix }}Event_t>(end->get());
-    float ms = 0;
-    if ({{ runtime_prefix }}EventSynchronize(a) != {{ runtime_prefix }}Success || {{ runtime_prefix }}EventSynchronize(b) != {{ runtime_prefix }}Success ||
-        {{ runtime_prefix }}EventElapsedTime(&ms, a, b) != {{ runtime_prefix }}Success) {
-      return 0;
-    }
-    return ms * 1000.0f;
-  }
-
-  // Markers and ranges for a device's own tools (CUDA sends them to NVTX); the emulated device has none.
-  void mark(const char* /*name*/) const override {}
-  void rangePush(const char* /*name*/) const override {}
-  void rangePop() const override {}
-
-  void onEachDevice(std::function<void(int)> op) const override {
-    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
-      const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, i));
-      op(i);
-    }
-  }
-
-  void synchronize() const override {
-    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
-      int initialized = 0;
-      if ({{ runtime_prefix }}DeviceIsInitialized(i, &initialized) == {{ runtime_prefix }}Success && initialized != 0) {
-        const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, i));
-        {{ macro_prefix }}_CHECK({{ runtime_prefix }}DeviceSynchronize());
-      }
-    }
-  }
-
-  bool enabled() const override {
-    return true;
-  }
-};
-
-const bool profiler_stubs_registered = [] {
-  static LegacyProfilerStubs stubs;
-  torch::profiler::impl::registerPrivateUse1Methods(&stubs);
-  return true;
-}();
-
 REGISTER_PRIVATEUSE1_PROFILER(DeviceActivityProfiler);
 
 } // namespace
-} // namespace {{ cpp_namespace }}
+} // namespace torch_foo
