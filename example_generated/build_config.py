@@ -62,14 +62,15 @@ LIBRARIES = ["dl"]
 LIGHT_SOURCES = {
     "csrc/python/Module.cpp",
     "csrc/python/AutogradThreads.cpp",
-    "csrc/profiler/Profiler.cpp",
+    "csrc/profiler/KinetoSession.cpp",
+    "csrc/profiler/LegacyProfiler.cpp",
     "csrc/families/Attention.cpp",
     "csrc/families/Sparse.cpp",
     "csrc/families/WiderDtypeOps.cpp",
     "csrc/families/WiderDtypes.cpp",
 } | {
     f"csrc/aten/{name}.cpp"
-    for name in ("Autocast", "BackendMetaCopies", "RecordStream", "Resize", "ShallowCopy", "Views")
+    for name in ("Autocast", "BackendMetaCopies", "FallbackRouting", "RecordStream", "Resize", "ShallowCopy", "Views")
 }
 # The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
 LIGHT_SOURCES |= {"csrc/distributed/Backend.cpp", "csrc/distributed/GlooTransport.cpp"}
@@ -77,7 +78,7 @@ LIGHT_SOURCES |= {"csrc/distributed/Backend.cpp", "csrc/distributed/GlooTranspor
 
 def extension_include_dirs() -> list[str]:
     """Headers only the PyTorch extension needs beyond torch's: Kineto's (the profiler's device
-    interface, used by csrc/profiler/Profiler.cpp), which include each other by file name. The torch
+    interface, used by csrc/profiler/KinetoSession.cpp), which include each other by file name. The torch
     wheel ships them in its include/kineto directory."""
     from torch.utils.cpp_extension import include_paths
 
@@ -141,7 +142,7 @@ def unity_groups(extension_sources: list[str], runtime_sources: list[str]) -> di
     starts at once and the other job compiles the rest meanwhile): the light files of
     `extension_sources`, the hot ones, then `runtime_sources` (all relative to the root). In a
     group, the files that configure torch's headers with something other than the per-operator macros
-    (Profiler.cpp's USE_KINETO) come first, before another file includes those headers without it."""
+    (KinetoSession.cpp's USE_KINETO) come first, before another file includes those headers without it."""
     plain = {"TORCH_ASSERT_ONLY_METHOD_OPERATORS", "AT_PER_OPERATOR_HEADERS"}
     groups = {
         "light": [source for source in extension_sources if source in LIGHT_SOURCES],

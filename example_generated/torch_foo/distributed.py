@@ -82,18 +82,28 @@ def _whole_group(store, rank: int, size: int, backend) -> "dist.ProcessGroup":
     return group
 
 
+# The check modes of FOO_CCL_CHECK_CALLS, by each spelling it accepts: the modes are named as the
+# C++ backend names them (CheckCalls in csrc/distributed/Communicator.h).
+_CHECK_CALLS_SETTINGS = {
+    **dict.fromkeys(("all", "every"), "all"),
+    **dict.fromkeys(("", "1", "on", "true", "yes", "changes"), "changes"),
+    **dict.fromkeys(("0", "off", "false", "no"), "off"),
+}
+
+
 def _check_calls_mode() -> str:
+    """The backend's check mode ("all", "changes" or "off") from FOO_CCL_CHECK_CALLS and
+    TORCH_DISTRIBUTED_DEBUG=DETAIL (which checks all when the variable is unset)."""
     setting = os.environ.get("FOO_CCL_CHECK_CALLS", "").strip().lower()
-    if setting not in ("", "1", "on", "true", "yes", "changes", "all", "every", "0", "off", "false", "no"):
+    if setting not in _CHECK_CALLS_SETTINGS:
         raise ValueError(
             f"FOO_CCL_CHECK_CALLS={setting!r}: expected 'all' (check every collective), "
             "'1' or unset (check the ones the calls before do not predict) or '0' (no check)"
         )
-    if setting in ("0", "off", "false", "no"):
-        return "off"
-    if setting in ("all", "every") or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
-        return "every"
-    return "changes"
+    mode = _CHECK_CALLS_SETTINGS[setting]
+    if mode == "changes" and os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        return "all"
+    return mode
 
 
 def _register() -> None:
