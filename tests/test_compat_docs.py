@@ -28,7 +28,7 @@ def test_every_python_touchpoint_is_listed():
     prose = re.sub(r"```.*?```", "", DOC, flags=re.S)
     quoted = set(re.findall(r"`([^`]+)`", prose))
     text = " ".join(quoted)
-    for name, module, attribute in found:
+    for name, module, _attribute in found:
         last = name.rsplit(".", 1)[-1]
         assert name in quoted or f".{last}" in quoted or last in text, f"compat.md does not list {name}"
         assert module in text, f"compat.md does not say where torch has {name} ({module})"

@@ -15,7 +15,6 @@
 #include "AutogradThreads.h"
 
 #include "../aten/Fallback.h"
-#include "../families/Sparse.h"
 #include "../compile/CompiledKernels.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
@@ -23,6 +22,7 @@
 #include "../core/Generator.h"
 #include "../core/MemoryHistory.h"
 #include "../core/Stream.h"
+#include "../families/Sparse.h"
 #include "../distributed/Bindings.h"
 
 namespace py = pybind11;
