@@ -22,8 +22,8 @@
 #include "../core/Generator.h"
 #include "../core/MemoryHistory.h"
 #include "../core/Stream.h"
-#include "../families/Sparse.h"
 #include "../distributed/Bindings.h"
+#include "../families/Sparse.h"
 
 namespace py = pybind11;
 
