@@ -47,7 +47,7 @@ class Touchpoint:
     public_alternative: str = NO_PUBLIC_API  # and the upstream issue or PR, where one exists
     kind: str = "callable"  # "callable", "class", "value" or "module"
     parameters: tuple[str, ...] = ()  # parameter names the package passes (checked where inspectable)
-    required: bool = True  # False: a missing touchpoint only turns its feature off, with a warning
+    required: bool = True  # False: the feature works without it (its registration warns and goes on)
     source_contains: str = ""  # text the function's source must contain (a format the package parses)
 
     @property
