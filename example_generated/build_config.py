@@ -121,6 +121,7 @@ def starts_from_precompiled_header(source: str) -> bool:
 # editing a kernel recompiles that kernel alone. Editing one file of a group recompiles the group:
 # UNITY=0 compiles file by file, for fast rebuilds while developing.
 UNITY_MACROS_PATTERN = re.compile(r"^#define\s+(\w+)", re.MULTILINE)
+COMPAT_FIRST_INCLUDE = re.compile(r'#include "(\.\./compat/\w+\.h)"')
 
 
 def unity() -> bool:
@@ -133,7 +134,14 @@ def configuration_macros(source: str) -> list[str]:
     group #undefs them after it."""
     text = (ROOT / source).read_text()
     first_include = text.find("\n#include")
-    return UNITY_MACROS_PATTERN.findall(text[: first_include if first_include >= 0 else len(text)])
+    macros = UNITY_MACROS_PATTERN.findall(text[: first_include if first_include >= 0 else len(text)])
+    # A compat header included first configures the headers after it for the file (csrc/compat/Kineto.h:
+    # USE_KINETO): its macros count as the file's.
+    first = COMPAT_FIRST_INCLUDE.match(text, first_include + 1) if first_include >= 0 else None
+    if first:
+        header = ((ROOT / source).parent / first.group(1)).read_text()
+        macros += UNITY_MACROS_PATTERN.findall(header.split("\n#include", 1)[0])
+    return macros
 
 
 def unity_groups(extension_sources: list[str], runtime_sources: list[str]) -> dict[str, list[str]]:

@@ -18,17 +18,19 @@ with the work queued before them, and exchange data through Gloo, which torch sh
 
 import datetime
 import os
+import warnings
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from . import _C
+from . import _C, _compat
 
 BACKEND = "fooccl"
 DEVICES = ["foo", "cpu"]
 
 
-def _create_backend(options: "dist.distributed_c10d._DistributedBackendOptions", backend_options: object = None):
+def _create_backend(options: Any, backend_options: object = None):
     """torch.distributed's creator for fooccl: called on every rank of a new process group.
 
     The backend exchanges data through three Gloo groups of its own: one for collectives, one for
@@ -69,16 +71,19 @@ def _whole_group(store, rank: int, size: int, backend) -> "dist.ProcessGroup":
     with "Could not find backend type 1". XPU's xccl fails the same way (pytorch/pytorch#189193
     fixes it upstream). A creator that returns a `ProcessGroup` replaces torch's group (the path
     torch keeps for Python process groups), which every form then shares. The group's setters
-    (`_register_backend`, `_set_default_backend`) are private: torch has no public way to build one.
+    (`_register_backend`, `_set_default_backend`) are private: torch has no public way to build one
+    (touchpoints distributed.* in _compat.py, checked when the backend registers).
     What the replacement drops: the device of `init_process_group(device_id=...)` is not recorded as
     the group's `bound_device_id` (it binds no communicator early; `barrier()` uses the current
     device), and with "cpu:gloo,foo:fooccl" CPU tensors run on this Gloo group instead of the
     one torch created for them (fooccl hands them to a Gloo group of its own: the same exchange).
     """
     group = dist.ProcessGroup(store, rank, size)
+    register_backend = _compat.resolve("distributed.ProcessGroup._register_backend")
+    custom = _compat.resolve("distributed.ProcessGroup.BackendType.CUSTOM")
     for device in DEVICES:
-        group._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, backend)
-    group._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+        register_backend(group, torch.device(device), custom, backend)
+    _compat.resolve("distributed.ProcessGroup._set_default_backend")(group, custom)
     return group
 
 
@@ -111,8 +116,24 @@ def _register() -> None:
         return  # a torch built without distributed support or Gloo: nothing to register with
     if BACKEND in dist.Backend.backend_list:
         return  # importing again
+    creator = _create_backend
+    try:
+        _compat.check("distributed")
+    except _compat.TorchCompatError as error:
+        # The device works without distributed: warn now, and fail clearly where fooccl is asked for.
+        warnings.warn(f"{error}\ntorch.distributed cannot use {BACKEND} in this process.", stacklevel=2)
+        creator = _unsupported(error)
     # devices must be a list: register_backend iterates it (a plain string would be per character).
-    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=DEVICES)
+    dist.Backend.register_backend(BACKEND, creator, extended_api=True, devices=DEVICES)
+
+
+def _unsupported(error: "_compat.TorchCompatError"):
+    """A creator that raises `error` again: init_process_group("fooccl") names what torch changed."""
+
+    def create(*args: object, **kwargs: object):
+        raise _compat.TorchCompatError(error.problems)
+
+    return create
 
 
 _register()

@@ -13,21 +13,9 @@
 // A real device keeps this file: its driver implements tracing.h from its own tracing hardware
 // and timestamps, which is all this file uses.
 //
-// Kineto's headers declare the interfaces only with USE_KINETO, which the torch wheels are built
-// with. It is defined here, for this translation unit only (nothing else includes those headers);
-// setup.py adds the kineto include directory.
-#define USE_KINETO 1
-// Kineto's activities format their metadata with fmt, whose compiled part libtorch does not export:
-// use fmt's header-only build in this file.
-#define FMT_HEADER_ONLY 1
-
-#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
-
-#include <GenericTraceActivity.h>
-#include <IActivityProfiler.h>
-#include <ThreadUtil.h>
-#include <libkineto.h>
-#include <output_base.h>
+// PyTorch's profiler API for PrivateUse1 and Kineto are private headers that need configuration
+// macros: compat/Kineto.h includes them configured (first: the macros configure every header after).
+#include "../compat/Kineto.h"
 
 #include <algorithm>
 #include <chrono>
