@@ -28,8 +28,8 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
-#include "Copy.h"
 #include "../families/WiderDtypes.h"
+#include "Copy.h"
 
 namespace torch_foo {
 namespace {

@@ -47,10 +47,10 @@
 #include <tuple>
 #include <vector>
 
-#include "../runtime/tracing.h"
 #include "../core/Device.h"
 #include "../core/Exception.h"
 #include "../core/Stream.h"
+#include "../runtime/tracing.h"
 
 namespace torch_foo {
 namespace {

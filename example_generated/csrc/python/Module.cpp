@@ -19,7 +19,6 @@
 #include "AutogradThreads.h"
 
 #include "../aten/Fallback.h"
-#include "../families/Sparse.h"
 #include "../compile/CompiledKernels.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
@@ -28,6 +27,7 @@
 #include "../core/MemoryHistory.h"
 #include "../core/Stream.h"
 #include "../distributed/Bindings.h"
+#include "../families/Sparse.h"
 
 namespace py = pybind11;
 
