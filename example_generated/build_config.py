@@ -62,12 +62,13 @@ LIBRARIES = ["dl"]
 LIGHT_SOURCES = {
     "csrc/python/Module.cpp",
     "csrc/python/AutogradThreads.cpp",
+    "csrc/families/Sparse.cpp",
 } | {
     f"csrc/aten/{name}.cpp"
     for name in ("Autocast", "BackendMetaCopies", "RecordStream", "Resize", "ShallowCopy", "Views")
 }
 LIGHT_SOURCES |= {"csrc/profiler/Profiler.cpp"}
-LIGHT_SOURCES |= {f"csrc/families/{name}.cpp" for name in ("Attention", "Sparse", "WiderDtypeOps", "WiderDtypes")}
+LIGHT_SOURCES |= {f"csrc/families/{name}.cpp" for name in ("Attention", "WiderDtypeOps", "WiderDtypes")}
 # The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
 LIGHT_SOURCES |= {"csrc/distributed/Backend.cpp", "csrc/distributed/GlooTransport.cpp"}
 

@@ -199,6 +199,41 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
     assert_nothing_in_conflict(project)
 
 
+def test_update_keeps_the_features_of_a_project_from_before_presets(template_repo, tmp_path):
+    """A project whose answers file has no `preset` (generated before the question existed) and a
+    feature off keeps that feature off through an update; the preset then changes every feature."""
+    project = generate(template_repo, tmp_path / "project", "v0.1.0", distributed=False, compile=False)
+    answers_file = project / ".copier-answers.yml"
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "custom" and answers["distributed"] is False and answers["compile"] is False
+    # As a release before `preset`, `compile`, `profiler` and `kernel_families` wrote it.
+    for name in ("preset", "compile", "profiler", "kernel_families"):
+        del answers[name]
+    answers_file.write_text(yaml.safe_dump(answers))
+    commit_all(project, "Answers of an older release")
+
+    update(project, "v0.9.0")
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "custom" and answers["distributed"] is False and answers["compile"] is True
+    assert not (project / "csrc" / "distributed").exists() and (project / "csrc" / "compile").is_dir()
+    assert_nothing_in_conflict(project)
+    commit_all(project, "Updated")
+
+    update(project, "v0.9.0", preset="minimal")
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "minimal" and not any(answers[name] for name in ("compile", "profiler", "benchmarks"))
+    assert not (project / "csrc" / "compile").exists() and not (project / "benchmarks").exists()
+    assert (project / ".github" / "workflows" / "ci.yml").exists(), "minimal keeps the CI workflow"
+    assert_nothing_in_conflict(project)
+    commit_all(project, "Minimal")
+
+    update(project, "v0.9.0", preset="full")
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "full" and answers["distributed"] is True
+    assert (project / "csrc" / "distributed").is_dir() and (project / "csrc" / "profiler").is_dir()
+    assert_nothing_in_conflict(project)
+
+
 def test_overlapping_edits_of_a_moved_file_are_marked_as_conflicts(template_repo, tmp_path, capfd):
     project = generate(template_repo, tmp_path / "project", "v0.1.0")
     # The user edits the first line, where v0.9.0 also adds a line: both changed the same place.

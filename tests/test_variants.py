@@ -72,7 +72,7 @@ def test_variant_renders_what_it_promises(render, label):
         assert "`csrc/compile/CompiledKernels.cpp`" in readme
         assert 'foo = "torch_foo.compiler:backend"' in (root / "pyproject.toml").read_text()
     else:
-        for gone in ("CompiledKernels", "compiler.py", "_dynamo", "_inductor", "torch_dynamo_backends", "compiled_kernel"):
+        for gone in ("CompiledKernels", "compiler.py", "_dynamo.py", "_inductor", "torch_dynamo_backends", "compiled_kernel"):
             assert not files_mentioning(root, gone), gone
     assert (root / "csrc" / "profiler").exists() == want["profiler"]
     assert (root / "tests" / "test_profiler.py").exists() == want["profiler"]
@@ -80,12 +80,13 @@ def test_variant_renders_what_it_promises(render, label):
     if not want["profiler"]:
         for gone in ("bench_profiler", "kineto", "REGISTER_PRIVATEUSE1_PROFILER", "test_profiler"):
             assert not files_mentioning(root, gone), gone
-    families = [root / "csrc/families", root / "csrc/kernels/attention.h", root / "tests/test_attention.py"]
+    families = [root / "csrc/families/Attention.cpp", root / "csrc/kernels/attention.h", root / "tests/test_attention.py"]
     assert [path.exists() for path in families] == [want["kernel_families"]] * 3
+    assert (root / "csrc/families/Sparse.cpp").exists() and (root / "tests/test_sparse.py").exists()
     if want["kernel_families"]:
         assert "`csrc/families/Attention.cpp`" in readme
     else:
-        for gone in ("families/", "run_widened", "route_sparse_ops_to_fallback", "OpLstmCell", "OpAttention", "OpHistogram"):
+        for gone in ("Attention.cpp", "WiderDtype", "run_widened", "OpLstmCell", "OpAttention", "OpHistogram"):
             assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
