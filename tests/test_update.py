@@ -171,7 +171,7 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
 
     update(project, "v0.9.0", benchmarks=False, ci="none", custom_op=False, opinfo_tests=False)
     assert not (project / "benchmarks").exists() and not (project / ".github").exists()
-    assert not (project / "csrc" / "aten" / "CustomOps.cpp").exists() and not (package / "ops.py").exists()
+    assert not (project / "csrc" / "custom_ops").exists() and not (package / "ops.py").exists()
     assert not (project / "tests" / "test_custom_ops.py").exists()
     assert not (project / "tests" / "test_opinfo.py").exists()
     init = (package / "__init__.py").read_text()
@@ -189,7 +189,7 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
     update(project, "v0.9.0", benchmarks=True, ci="github", custom_op=True, opinfo_tests=True)
     assert (project / "benchmarks" / "bench_ops.py").exists()
     assert (project / ".github" / "workflows" / "ci.yml").exists()
-    assert (project / "csrc" / "aten" / "CustomOps.cpp").exists() and (package / "ops.py").exists()
+    assert (project / "csrc" / "custom_ops" / "CustomOps.cpp").exists() and (package / "ops.py").exists()
     assert (project / "tests" / "test_custom_ops.py").exists() and (project / "tests" / "test_opinfo.py").exists()
     init = (package / "__init__.py").read_text()
     assert "from .ops import bias_gelu" in init and USER_INIT in init

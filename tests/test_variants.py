@@ -83,10 +83,11 @@ def test_variant_renders_what_it_promises(render, label):
     families = [root / "csrc/families/Attention.cpp", root / "csrc/kernels/attention.h", root / "tests/test_attention.py"]
     assert [path.exists() for path in families] == [want["kernel_families"]] * 3
     assert (root / "csrc/families/Sparse.cpp").exists() and (root / "tests/test_sparse.py").exists()
+    assert (root / "csrc/families/RecurrentCells.cpp").exists(), "the CPU has no fused cells to fall back on"
     if want["kernel_families"]:
         assert "`csrc/families/Attention.cpp`" in readme
     else:
-        for gone in ("Attention.cpp", "WiderDtype", "run_widened", "OpLstmCell", "OpAttention", "OpHistogram"):
+        for gone in ("Attention.cpp", "WiderDtype", "run_widened", "OpAttention", "OpHistogram"):
             assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
