@@ -62,16 +62,13 @@ LIBRARIES = ["dl"]
 LIGHT_SOURCES = {
     "csrc/python/Module.cpp",
     "csrc/python/AutogradThreads.cpp",
-    "csrc/profiler/KinetoSession.cpp",
-    "csrc/profiler/LegacyProfiler.cpp",
-    "csrc/families/Attention.cpp",
     "csrc/families/Sparse.cpp",
-    "csrc/families/WiderDtypeOps.cpp",
-    "csrc/families/WiderDtypes.cpp",
 } | {
     f"csrc/aten/{name}.cpp"
     for name in ("Autocast", "BackendMetaCopies", "FallbackRouting", "RecordStream", "Resize", "ShallowCopy", "Views")
 }
+LIGHT_SOURCES |= {"csrc/profiler/KinetoSession.cpp", "csrc/profiler/LegacyProfiler.cpp"}
+LIGHT_SOURCES |= {f"csrc/families/{name}.cpp" for name in ("Attention", "WiderDtypeOps", "WiderDtypes")}
 # The c10d backend's files that include all of ATen (bookkeeping per collective, no element loops).
 LIGHT_SOURCES |= {"csrc/distributed/Backend.cpp", "csrc/distributed/GlooTransport.cpp"}
 
