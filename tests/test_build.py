@@ -131,7 +131,7 @@ def variant_build_class(group: str, labels: list[str]) -> type:
     def test_variant_builds_and_passes(self, render, builds, label):
         check_suite(builds.build_and_test(render("foo", **VARIANTS[label]), label), f"variant {label!r}")
 
-    name = "TestVariant" + "".join(word.capitalize() for word in re.split(r"[\W_]+", group.split("+", 1)[1]))
+    name = "TestVariant" + "".join(word.capitalize() for word in re.split(r"[\W_]+", labels[0]))
     marks = [pytest.mark.slow, pytest.mark.backend("foo", **VARIANTS[labels[0]])]
     return type(name, (), {"pytestmark": marks, "test_variant_builds_and_passes": test_variant_builds_and_passes})
 
