@@ -77,7 +77,7 @@ def test_variant_renders_what_it_promises(render, label):
             assert not files_mentioning(root, gone), gone
     assert (root / "csrc" / "profiler").exists() == want["profiler"]
     assert (root / "tests" / "test_profiler.py").exists() == want["profiler"]
-    assert ("`csrc/profiler/Profiler.cpp`" in readme) == want["profiler"]
+    assert ("`csrc/profiler/KinetoSession.cpp`" in readme) == want["profiler"]
     if not want["profiler"]:
         for gone in ("bench_profiler", "kineto", "REGISTER_PRIVATEUSE1_PROFILER", "test_profiler"):
             assert not files_mentioning(root, gone), gone

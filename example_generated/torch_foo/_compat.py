@@ -9,7 +9,8 @@ public alternative is missing. The other modules get the object with ``resolve(n
 ``check(feature)`` is the self-test. It runs when the feature registers, before anything that depends
 on a touchpoint: "core" at ``import torch_foo``, "dynamo" and "inductor" when torch loads its
 compiler (compiler.py: the compiler is a heavy import, which ``import torch_foo`` never makes),
-"distributed" when the c10d backend registers. It checks that each touchpoint still exists with the
+"distributed" when the c10d backend registers.
+It checks that each touchpoint still exists with the
 shape we use (present, callable or a class, the parameters we pass) and raises ``TorchCompatError``
 naming every touchpoint that changed and the torch version, instead of an AttributeError deep inside
 a compile or a collective. A new torch release: run tests/test_compat.py, fix what it names, and update

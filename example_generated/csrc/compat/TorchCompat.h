@@ -34,7 +34,8 @@
 // at::PrivateUse1HooksInterface (core/Hooks.cpp), REGISTER_PRIVATEUSE1_DISPATCH
 // (ATen/native/DispatchStub.h, families/Attention.cpp), at::native::cpu_fallback (aten/Fallback),
 // c10d::Backend and c10d::Work (torch/csrc/distributed/c10d/, csrc/distributed/: the custom c10d
-// backend tutorial's API), c10::CachingDeviceAllocator and at::CachingHostAllocator (core/).
+// backend tutorial's API),
+// c10::CachingDeviceAllocator and at::CachingHostAllocator (core/).
 //
 // The compiled-kernel ABI (what code generated at run time declares) is stated once too:
 // csrc/compile/CompiledKernels.h says how.
