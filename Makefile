@@ -27,7 +27,7 @@ NAME ?= npu
 # rendered project runs 2 compiler jobs; on 2 cores, 2 workers keep both busy while the other worker
 # runs a generated test suite, which is mostly one thread.
 TEST_WORKERS ?= 2
-PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 DATA ?=
 DATA_ARGS := $(foreach item,$(DATA),--data $(item))
 VENV := .venv

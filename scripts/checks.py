@@ -33,15 +33,20 @@ ROOT = project.ROOT
 BIN = Path(sysconfig.get_path("scripts"))
 
 # Feature choices in copier.yml and the answer that turns each one off. The defaults in copier.yml
-# turn everything on (the example shows every feature). A new optional feature adds its question
-# to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
+# (preset full) turn everything on (the example shows every feature). A new optional feature adds
+# its question to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
 FEATURES_OFF: dict[str, object] = {
     "benchmarks": False,
     "ci": "none",
+    "compile": False,
     "custom_op": False,
     "distributed": False,
+    "kernel_families": False,
     "opinfo_tests": False,
+    "profiler": False,
 }
+# What the preset `minimal` gives: every feature off but the CI workflow (copier.yml, preset).
+MINIMAL = {**FEATURES_OFF, "ci": "github"}
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code
@@ -65,15 +70,28 @@ def tool(name: str) -> str:
 
 def variants() -> dict[str, dict[str, object]]:
     """Answer sets covering each class of feature combination: everything (the defaults), the
-    minimal project (everything off) and each option off alone."""
-    result: dict[str, dict[str, object]] = {"everything": {}, "minimal": dict(FEATURES_OFF)}
+    minimal project (the preset `minimal`) and each option off alone."""
+    result: dict[str, dict[str, object]] = {"everything": {}, "minimal": {"preset": "minimal"}}
     for name, off in FEATURES_OFF.items():
         result[f"{name} off"] = {name: off}
     return result
 
 
+def features(answers: dict[str, object]) -> dict[str, object]:
+    """The value of every feature question for these answers: the preset's defaults (full: every
+    feature on; minimal: MINIMAL), then the answers given (copier.yml, preset)."""
+    on = {name: "github" if name == "ci" else True for name in FEATURES_OFF}
+    preset = MINIMAL if answers.get("preset") == "minimal" else on
+    return {name: answers.get(name, preset[name]) for name in FEATURES_OFF}
+
+
 def build_group(name: str, answers: dict[str, object]) -> str:
-    """A label shared by the renders of name with these answers that compile the same extension."""
+    """A label shared by the renders of name with these answers that compile the same extension.
+    The features count by value (a preset and the answers it stands for are one group), those that
+    are on as in the defaults not at all."""
+    chosen = features(answers)
+    answers = {key: value for key, value in answers.items() if key != "preset" and key not in FEATURES_OFF}
+    answers |= {key: value for key, value in chosen.items() if value != ("github" if key == "ci" else True)}
     build_answers = sorted((key, value) for key, value in answers.items() if key not in TEST_ONLY_ANSWERS)
     return "+".join([name, *(f"{key}={value}" for key, value in build_answers)])
 

@@ -39,15 +39,14 @@ def pytest_configure(config):
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
     """Every slow test says which device name it builds, so that `--backend` (and with it a CI job
     of .github/workflows/ci.yml) selects it; with `--backend NAME` only those tests run.
 
-    In a parallel run (`make test`: pytest-xdist, --dist loadgroup) the slow tests that share a build
-    (checks.build_group) go to one worker, so that the build and the test runs it serves happen once
-    (Builds lives in one process), and they come first, longest first: the checked-in example (its
-    whole suite) leads its group and is collected first, the fast tests fill in at the end."""
+    The slow tests come first, so that in a parallel run (`make test`: pytest-xdist with
+    --dist loadscope --no-loadscope-reorder, which hands out the classes and modules in this order)
+    the builds start at once and the fast tests fill in at the end. The tests that share a build are
+    one class of tests/test_build.py, which loadscope keeps in one worker, where Builds builds once."""
     unnamed = [
         item.nodeid for item in items if item.get_closest_marker("slow") and not item.get_closest_marker("backend")
     ]
@@ -61,11 +60,7 @@ def pytest_collection_modifyitems(config, items):
         chosen = [item for item in items if (mark := item.get_closest_marker("backend")) and mark.args[0] in names]
         config.hook.pytest_deselected(items=[item for item in items if item not in chosen])
         items[:] = chosen
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker
-        for item in items:
-            if mark := item.get_closest_marker("backend"):
-                item.add_marker(pytest.mark.xdist_group(checks.build_group(mark.args[0], mark.kwargs)))
-        items.sort(key=lambda item: not item.get_closest_marker("slow"))
+    items.sort(key=lambda item: not item.get_closest_marker("slow"))
 
 
 @pytest.fixture
@@ -96,17 +91,18 @@ class Builds:
         # Runs that passed: (build digest, marker expression, test-only inputs, what ran)
         self.passed: list[tuple[str, str, dict[str, str], str]] = []
 
-    def build_and_test(self, path: Path, label: str, slow_tests: bool = False) -> tuple[bool, str]:
+    def build_and_test(self, path: Path, label: str, slow_tests: bool = False) -> tuple[bool | None, str]:
         """(passed, label of the build and test run) for the project at path; with slow_tests, its
         tests marked slow run too. A request for the fast tests of a render whose test files are some
         of those of a run that passed on the same build, unchanged (a feature that only adds tests,
-        turned off), is answered by that run (checks.test_only_inputs)."""
+        turned off), runs nothing: (None, which run had them) says so, and the caller reports the
+        render's suite as not run (checks.test_only_inputs)."""
         tests = checks.test_inputs_digest(path)
         if not slow_tests and (tests, WHOLE) not in self.results and (tests, FAST) not in self.results:
             build, inputs = checks.build_inputs_digest(path), checks.test_only_inputs(path)
             for passed_build, part, passed_inputs, ran in self.passed:
                 if passed_build == build and part in (WHOLE, FAST) and inputs.items() <= passed_inputs.items():
-                    return True, f"{label}: its tests are some of those of {ran}, which passed on the same build"
+                    return None, f"{label}: its test files, unchanged, are among those of {ran}, which passed here"
         if (tests, WHOLE) in self.results:
             return self.results[(tests, WHOLE)]
         if not slow_tests:

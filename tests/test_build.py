@@ -2,34 +2,159 @@
 
 The checked-in example is built exactly as committed and runs its whole suite; another name, with an
 underscore in every derived name and non-default answers, is rendered fresh and runs all but the
-tests its suite marks slow (conftest.Builds). A plain name such as npu adds nothing to these two: a
-name written into the template where an answer belongs shows in my_accel's build already."""
+tests its suite marks slow (conftest.Builds); every feature variant of copier.yml (checks.variants)
+builds and runs its own suite. A plain name such as npu adds nothing to these: a name written into
+the template where an answer belongs shows in my_accel's build already.
 
+Each class below is one build (checks.build_group): `make test` runs pytest-xdist with
+`--dist loadscope`, which runs the tests of one class in one worker process, where conftest.Builds
+compiles the project once and every test of the class uses that build. Variants that share a build
+are parameters of its class; a variant whose tests are all among those of a run that passed on the
+same build is reported as skipped (not run), never as passed."""
+
+import json
+import os
+import re
 import shutil
+import subprocess
 
 import pytest
 
 import checks
 import project
 
+VARIANTS = checks.variants()
+ANOTHER = {"device_count": 3}
+EXAMPLE_GROUP = checks.build_group("foo", {})
+
+
+def check_suite(result: tuple[bool | None, str], what: str) -> None:
+    """Fails, skips or passes a test by the result of conftest.Builds.build_and_test."""
+    passed, ran = result
+    if passed is None:
+        pytest.skip(f"not run: {ran}")
+    assert passed, f"the test suite of {what} (built as {ran!r}) failed"
+
+
+def variants_of(group: str) -> list[str]:
+    return [label for label, answers in VARIANTS.items() if checks.build_group("foo", answers) == group]
+
 
 @pytest.mark.slow
 @pytest.mark.backend("foo")
-def test_checked_in_example_builds_and_passes(tmp_path, builds):
-    copy = tmp_path / "foo"
-    shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
-    passed, _ = builds.build_and_test(copy, "example_generated", slow_tests=True)
-    assert passed, "the test suite of example_generated failed"
+class TestExample:
+    """The build of example_generated/ (every feature on): its whole suite, the variants whose
+    compiled code is the same, and the training-library recipe of docs/training/libraries.md."""
 
+    def test_checked_in_example_builds_and_passes(self, tmp_path, builds):
+        copy = tmp_path / "foo"
+        shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
+        check_suite(builds.build_and_test(copy, "example_generated", slow_tests=True), "example_generated")
 
-ANOTHER = {"device_count": 3}
+    @pytest.mark.parametrize("label", variants_of(EXAMPLE_GROUP))
+    def test_variant_builds_and_passes(self, render, builds, label):
+        check_suite(builds.build_and_test(render("foo", **VARIANTS[label]), label), f"variant {label!r}")
+
+    # The Hugging Face Trainer recipe (examples/hf_trainer.py) on the example's device, against the same
+    # run on the CPU. transformers and accelerate come from requirements-dev.txt; the model is a tiny
+    # GPT-2 built from a config and the data are synthetic, so nothing is downloaded.
+
+    @pytest.fixture(scope="class")
+    def recipe(self, tmp_path_factory, builds):
+        """run(*args, **env) runs examples/hf_trainer.py with the example's build; returns (exit code,
+        stdout + stderr, losses or None). The CPU run serves two tests."""
+        pytest.importorskip("transformers")
+        pytest.importorskip("accelerate")
+        copy = tmp_path_factory.mktemp("hf") / "foo"
+        shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
+        python = builds.python(copy, "example_generated")
+        script = project.EXAMPLE / "examples" / "hf_trainer.py"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
+        runs = {}
+
+        def run(*args: str, **env: str):
+            key = (args, tuple(sorted(env.items())))
+            if key not in runs:
+                result = subprocess.run(
+                    [str(python), str(script), *args],
+                    capture_output=True,
+                    text=True,
+                    env={**base, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env},
+                    timeout=600,
+                )
+                lines = [line for line in result.stdout.splitlines() if line.startswith("losses ")]
+                losses = json.loads(lines[-1][len("losses ") :]) if lines else None
+                runs[key] = result.returncode, result.stdout + result.stderr, losses
+            return runs[key]
+
+        return run
+
+    def test_trainer_on_the_device_matches_the_cpu(self, recipe):
+        code, output, on_cpu = recipe("--cpu")
+        assert code == 0 and "trained on cpu" in output, output
+        code, output, on_device = recipe(ACCELERATE_TORCH_DEVICE="foo")
+        assert code == 0 and "trained on foo:0" in output, output
+        assert len(on_device) == len(on_cpu) == 6
+        for step, (device_loss, cpu_loss) in enumerate(zip(on_device, on_cpu, strict=True)):
+            assert abs(device_loss - cpu_loss) < 1e-4, (step, on_device, on_cpu)
+        assert on_device[-1] < on_device[0]  # it learns
+
+    def test_trainer_bf16_through_accelerate_on_the_device(self, recipe):
+        """TrainingArguments(bf16=True) is refused (transformers' is_torch_bf16_gpu_available lists
+        vendors); ACCELERATE_MIXED_PRECISION=bf16 reaches accelerate, which autocasts on the device."""
+        _, _, on_cpu = recipe("--cpu")
+        code, output, in_bf16 = recipe(ACCELERATE_TORCH_DEVICE="foo", ACCELERATE_MIXED_PRECISION="bf16")
+        assert code == 0 and "trained on foo:0, mixed precision: bf16" in output, output
+        for device_loss, cpu_loss in zip(in_bf16, on_cpu, strict=True):
+            assert abs(device_loss - cpu_loss) < 2e-3, (in_bf16, on_cpu)
+
+    def test_trainer_without_the_variable_transformers_and_accelerate_disagree(self, recipe):
+        """What the page tells users to avoid: accelerate finds the device through torch.accelerator
+        and moves the model there, TrainingArguments keeps the CPU, and the first step fails. If a
+        release of transformers fixes it, this test fails: update docs/training/libraries.md."""
+        code, output, _ = recipe()
+        expected = "Calculated loss must be on the original device: cpu but device in use is foo:0"
+        assert code != 0 and expected in output, output
 
 
 @pytest.mark.slow
 @pytest.mark.backend("my_accel", **ANOTHER)
-def test_another_name_builds_and_passes(render, builds):
-    passed, _ = builds.build_and_test(render("my_accel", **ANOTHER), "my_accel")
-    assert passed, "the test suite of my_accel failed"
+class TestAnotherName:
+    def test_another_name_builds_and_passes(self, render, builds):
+        check_suite(builds.build_and_test(render("my_accel", **ANOTHER), "my_accel"), "my_accel")
+
+
+def variant_build_class(group: str, labels: list[str]) -> type:
+    """The test class of one build that only feature variants use (a feature that changes C++ off)."""
+
+    @pytest.mark.parametrize("label", labels)
+    def test_variant_builds_and_passes(self, render, builds, label):
+        check_suite(builds.build_and_test(render("foo", **VARIANTS[label]), label), f"variant {label!r}")
+
+    name = "TestVariant" + "".join(word.capitalize() for word in re.split(r"[\W_]+", labels[0]))
+    marks = [pytest.mark.slow, pytest.mark.backend("foo", **VARIANTS[labels[0]])]
+    return type(name, (), {"pytestmark": marks, "test_variant_builds_and_passes": test_variant_builds_and_passes})
+
+
+for _group in dict.fromkeys(checks.build_group("foo", answers) for answers in VARIANTS.values()):
+    if _group != EXAMPLE_GROUP:
+        _class = variant_build_class(_group, variants_of(_group))
+        globals()[_class.__name__] = _class
+
+
+def test_every_variant_is_tested_once_in_the_class_of_its_build():
+    tested: dict[str, type] = {}
+    for cls in [value for name, value in globals().items() if name.startswith("Test") and isinstance(value, type)]:
+        method = getattr(cls, "test_variant_builds_and_passes", None)
+        labels = next((mark.args[1] for mark in getattr(method, "pytestmark", []) if mark.name == "parametrize"), [])
+        for label in labels:
+            assert label not in tested, f"{label} is tested in {tested[label].__name__} and {cls.__name__}"
+            tested[label] = cls
+    assert sorted(tested) == sorted(VARIANTS)
+    groups: dict[type, set[str]] = {}
+    for label, cls in tested.items():
+        groups.setdefault(cls, set()).add(checks.build_group("foo", VARIANTS[label]))
+    assert all(len(group) == 1 for group in groups.values()), groups
 
 
 def test_slow_generated_tests_run_only_where_asked_and_once(monkeypatch, tmp_path):
@@ -54,6 +179,9 @@ def test_slow_generated_tests_run_only_where_asked_and_once(monkeypatch, tmp_pat
     assert runs == [("a", "build"), ("a", f"-m {FAST}"), ("a2", f"-m {SLOW}"), ("b", WHOLE)]
 
 
+STORMS = ("test_fork.py", "test_exit.py", "test_stress.py")  # storms of processes and threads
+
+
 def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
     """Builds other than the example pass `-m "not slow"`: the marker must be registered in every
     generated project (an unknown marker only warns) and set on the files that take minutes alone."""
@@ -69,9 +197,10 @@ def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
                 "test_distributed_faults.py",
                 "test_distributed_training.py",
                 "test_distributed_init.py",
+                *STORMS,
             },
         ),
-        ("bar", {"opinfo_tests": False, "distributed": False}, {"test_compile.py"}),
+        ("bar", {"opinfo_tests": False, "distributed": False}, {"test_compile.py", *STORMS}),
     ):
         root = render(name, **answers)
         ini = checks.tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
@@ -80,10 +209,11 @@ def test_the_tests_the_builds_leave_out_are_exactly_the_marked_ones(render):
         assert marked == expected
 
 
-def test_a_render_with_some_of_the_tests_of_a_passed_run_on_its_build_is_covered(monkeypatch, tmp_path):
+def test_a_render_whose_tests_all_ran_and_passed_on_its_build_is_reported_as_not_run(monkeypatch, tmp_path):
     """Builds: turning off a feature that only adds tests (benchmarks, OpInfo) leaves the other test
-    files unchanged; their run on the same build has passed already, so none is repeated. A changed
-    file, another build, or a run that failed still means a run of its own."""
+    files unchanged; their run on the same build has passed already, so none is repeated, and the
+    render is reported as not run (None), naming the run that covered it. A changed file, another
+    build, or a run that failed still means a run of its own."""
     from conftest import FAST, Builds
 
     runs = []
@@ -100,8 +230,14 @@ def test_a_render_with_some_of_the_tests_of_a_passed_run_on_its_build_is_covered
     monkeypatch.setattr(checks, "test_inputs_digest", lambda path: path.name)
     monkeypatch.setattr(checks, "build_inputs_digest", lambda path: "second" if path.name == "other" else "first")
     builds = Builds()
-    for name in ("all", "fewer", "changed", "other"):
-        assert builds.build_and_test(tmp_path / name, name)[0]
+    results = {name: builds.build_and_test(tmp_path / name, name) for name in ("all", "fewer", "changed", "other")}
+    assert {name: passed for name, (passed, _) in results.items()} == {
+        "all": True,
+        "fewer": None,
+        "changed": True,
+        "other": True,
+    }
+    assert "all" in results["fewer"][1]
     assert runs == [
         ("all", "build"),
         ("all", ("-m", FAST)),

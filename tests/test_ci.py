@@ -148,7 +148,8 @@ def test_actions_are_pinned_by_version(render):
         assert uses and all(re.fullmatch(r"[\w-]+/[\w-]+@v\d+(\.\d+)*", use) for use in uses), uses
 
 
-# A suite whose slow tests record which process ran them, under the group of their build.
+# A suite whose slow tests record which process ran them, under the build they stand for: one class per
+# build, as in tests/test_build.py.
 PARALLEL_PROBE = """
 import os
 from pathlib import Path
@@ -160,20 +161,26 @@ def record(group):
 
 @pytest.mark.slow
 @pytest.mark.backend("foo")
-def test_example():
-    record("foo")
+class TestFoo:
+    def test_example(self):
+        record("foo")
 
-VARIANTS = [{}, {"benchmarks": False}, {"ci": "none"}, {"custom_op": False}, {"custom_op": False, "ci": "none"}]
+    @pytest.mark.parametrize("answers", [{}, {"benchmarks": False}, {"ci": "none"}])
+    def test_variant(self, answers):
+        record("foo")
 
 @pytest.mark.slow
-@pytest.mark.parametrize("answers", [pytest.param(a, marks=pytest.mark.backend("foo", **a)) for a in VARIANTS])
-def test_variant(answers):
-    record("foo+custom_op=False" if "custom_op" in answers else "foo")
+@pytest.mark.backend("foo", custom_op=False)
+class TestFooWithoutCustomOp:
+    @pytest.mark.parametrize("answers", [{"custom_op": False}, {"custom_op": False, "ci": "none"}])
+    def test_variant(self, answers):
+        record("foo+custom_op=False")
 
 @pytest.mark.slow
 @pytest.mark.backend("bar")
-def test_other_name():
-    record("bar")
+class TestBar:
+    def test_other_name(self):
+        record("bar")
 
 @pytest.mark.parametrize("n", range(6))
 def test_fast(n):
@@ -182,10 +189,10 @@ def test_fast(n):
 
 
 def test_parallel_runs_keep_the_tests_of_one_build_in_one_process(tmp_path):
-    """`make test` runs pytest-xdist with --dist loadgroup; tests/conftest.py marks each slow test
-    with the group of its build (checks.build_group), because conftest.Builds shares a build only
-    within one process. Checked on a small suite with the Makefile's own options: pytest 9.2 made
-    xdist ignore the groups without a word."""
+    """`make test` runs pytest-xdist with --dist loadscope, which keeps the tests of one class in one
+    process; tests/test_build.py has a class per build, because conftest.Builds shares a build only
+    within one process. Checked on a small suite with the Makefile's own options, so that a change of
+    pytest or pytest-xdist that spreads a class over processes fails here."""
     suite = tmp_path / "suite"
     (suite / "out").mkdir(parents=True)
     # The hooks of tests/conftest.py, loaded under another module name than the probe's conftest.
@@ -200,7 +207,7 @@ def test_parallel_runs_keep_the_tests_of_one_build_in_one_process(tmp_path):
     )
     (suite / "test_probe.py").write_text(PARALLEL_PROBE)
     options = [word for word in pytest_command(["test"])[3:] if word != "tests"]
-    assert "-n" in options and "loadgroup" in options, options
+    assert "-n" in options and "loadscope" in options, options
     result = subprocess.run(
         [sys.executable, "-m", "pytest", *options, "-p", "no:cacheprovider", "-q", str(suite)],
         cwd=suite,

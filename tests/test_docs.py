@@ -40,6 +40,7 @@ INTEGRATION_POINTS = [
     "compile",
     "profiler",
     "memory-debugging",
+    "compat",
     "benchmarks",
 ]
 REQUIRED = [

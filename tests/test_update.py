@@ -169,9 +169,11 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
         init.write(USER_INIT)
     commit_all(project, "Our changes")
 
-    update(project, "v0.9.0", benchmarks=False, ci="none", custom_op=False, opinfo_tests=False)
+    # A project of a preset other than custom changes single features with preset=custom: copier
+    # gives the new release's render no answer of a question it did not ask (docs/questions.md).
+    update(project, "v0.9.0", preset="custom", benchmarks=False, ci="none", custom_op=False, opinfo_tests=False)
     assert not (project / "benchmarks").exists() and not (project / ".github").exists()
-    assert not (project / "csrc" / "aten" / "CustomOps.cpp").exists() and not (package / "ops.py").exists()
+    assert not (project / "csrc" / "custom_ops").exists() and not (package / "ops.py").exists()
     assert not (project / "tests" / "test_custom_ops.py").exists()
     assert not (project / "tests" / "test_opinfo.py").exists()
     init = (package / "__init__.py").read_text()
@@ -189,13 +191,50 @@ def test_update_can_turn_features_off_and_on(template_repo, tmp_path):
     update(project, "v0.9.0", benchmarks=True, ci="github", custom_op=True, opinfo_tests=True)
     assert (project / "benchmarks" / "bench_ops.py").exists()
     assert (project / ".github" / "workflows" / "ci.yml").exists()
-    assert (project / "csrc" / "aten" / "CustomOps.cpp").exists() and (package / "ops.py").exists()
+    assert (project / "csrc" / "custom_ops" / "CustomOps.cpp").exists() and (package / "ops.py").exists()
     assert (project / "tests" / "test_custom_ops.py").exists() and (project / "tests" / "test_opinfo.py").exists()
     init = (package / "__init__.py").read_text()
     assert "from .ops import bias_gelu" in init and USER_INIT in init
     compile(init, "__init__.py", "exec")
     readme = (project / "README.md").read_text()
-    assert "`benchmarks/bench_ops.py`" in readme and "`csrc/custom_ops/CustomOps.cpp`" in readme and USER_README in readme
+    assert "`benchmarks/bench_ops.py`" in readme and "`csrc/custom_ops/CustomOps.cpp`" in readme
+    assert USER_README in readme
+    assert_nothing_in_conflict(project)
+
+
+def test_update_keeps_the_features_of_a_project_from_before_presets(template_repo, tmp_path):
+    """A project whose answers file has no `preset` (generated before the question existed) and a
+    feature off keeps that feature off through an update; the preset then changes every feature."""
+    project = generate(template_repo, tmp_path / "project", "v0.1.0", distributed=False)
+    answers_file = project / ".copier-answers.yml"
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "custom" and answers["distributed"] is False and answers["compile"] is True
+    # As a release before `preset`, `compile`, `profiler` and `kernel_families` wrote it (their
+    # files were in every project then).
+    for name in ("preset", "compile", "profiler", "kernel_families"):
+        del answers[name]
+    answers_file.write_text(yaml.safe_dump(answers))
+    commit_all(project, "Answers of an older release")
+
+    update(project, "v0.9.0")
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "custom" and answers["distributed"] is False and answers["compile"] is True
+    assert not (project / "csrc" / "distributed").exists() and (project / "csrc" / "compile").is_dir()
+    assert_nothing_in_conflict(project)
+    commit_all(project, "Updated")
+
+    update(project, "v0.9.0", preset="minimal")
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "minimal" and not any(answers[name] for name in ("compile", "profiler", "benchmarks"))
+    assert not (project / "csrc" / "compile").exists() and not (project / "benchmarks").exists()
+    assert (project / ".github" / "workflows" / "ci.yml").exists(), "minimal keeps the CI workflow"
+    assert_nothing_in_conflict(project)
+    commit_all(project, "Minimal")
+
+    update(project, "v0.9.0", preset="full")
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["preset"] == "full" and answers["distributed"] is True
+    assert (project / "csrc" / "distributed").is_dir() and (project / "csrc" / "profiler").is_dir()
     assert_nothing_in_conflict(project)
 
 

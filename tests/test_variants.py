@@ -18,8 +18,7 @@ VARIANTS = checks.variants()
 
 
 def features(answers: dict) -> dict:
-    defaults = {"benchmarks": True, "ci": "github", "custom_op": True, "distributed": True, "opinfo_tests": True}
-    return {name: answers.get(name, default) for name, default in defaults.items()}
+    return checks.features(answers)
 
 
 def files_mentioning(root, text: str) -> list[str]:
@@ -66,20 +65,86 @@ def test_variant_renders_what_it_promises(render, label):
     else:
         for gone in ("fooccl", "csrc/distributed", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"):
             assert not files_mentioning(root, gone), gone
+    compile_ = [root / "csrc/compile", root / "torch_foo/compiler.py", root / "torch_foo/_inductor"]
+    assert [path.exists() for path in compile_] == [want["compile"]] * 3
+    assert (root / "tests" / "test_compile.py").exists() == want["compile"]
+    if want["compile"]:
+        assert "`csrc/compile/CompiledKernels.cpp`" in readme
+        assert 'foo = "torch_foo.compiler:backend"' in (root / "pyproject.toml").read_text()
+    else:
+        compile_words = ("CompiledKernels", "compiler.py", "_dynamo.py", "_inductor", "torch_dynamo_backends")
+        for gone in (*compile_words, "compiled_kernel"):
+            assert not files_mentioning(root, gone), gone
+    assert (root / "csrc" / "profiler").exists() == want["profiler"]
+    assert (root / "tests" / "test_profiler.py").exists() == want["profiler"]
+    assert ("`csrc/profiler/KinetoSession.cpp`" in readme) == want["profiler"]
+    if not want["profiler"]:
+        for gone in ("bench_profiler", "kineto", "REGISTER_PRIVATEUSE1_PROFILER", "test_profiler"):
+            assert not files_mentioning(root, gone), gone
+    families = [
+        root / "csrc/families/Attention.cpp",
+        root / "csrc/kernels/attention.h",
+        root / "tests/test_attention.py",
+    ]
+    assert [path.exists() for path in families] == [want["kernel_families"]] * 3
+    assert (root / "csrc/families/Sparse.cpp").exists() and (root / "tests/test_sparse.py").exists()
+    assert (root / "csrc/families/RecurrentCells.cpp").exists(), "the CPU has no fused cells to fall back on"
+    if want["kernel_families"]:
+        assert "`csrc/families/Attention.cpp`" in readme
+    else:
+        for gone in ("Attention.cpp", "WiderDtype", "run_widened", "OpAttention", "OpHistogram"):
+            assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
     assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
+    preset = answers["preset"]
+    assert checks.features({"preset": preset}) == want or preset == "custom", "a preset that differs is custom"
     assert not format_template.unformatted(root)
 
 
 def test_defaults_turn_every_feature_on():
-    questions = yaml.safe_load((ROOT / "copier.yml").read_text().replace("!include", "#"))
+    answers = yaml.safe_load((project.EXAMPLE / ".copier-answers.yml").read_text())
+    assert answers["preset"] == "full"
     for name, off in checks.FEATURES_OFF.items():
-        assert questions[name]["default"] != off, f"{name} must default to on: the example shows every feature"
+        assert answers[name] != off, f"{name} must default to on: the example shows every feature"
     example = project.EXAMPLE
     assert (example / "benchmarks").is_dir() and (example / ".github" / "workflows" / "ci.yml").is_file()
-    assert (example / "csrc" / "aten" / "CustomOps.cpp").is_file() and (example / "torch_foo" / "ops.py").is_file()
+    assert (example / "csrc" / "custom_ops" / "CustomOps.cpp").is_file()
+    assert (example / "torch_foo" / "ops.py").is_file()
     assert (example / "tests" / "test_opinfo.py").is_file()
+    assert (example / "csrc" / "compile").is_dir() and (example / "csrc" / "profiler").is_dir()
+    assert (example / "csrc" / "families").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("data", "preset", "changed"),
+    [
+        ({}, "full", {}),
+        ({"preset": "minimal"}, "minimal", {}),
+        ({"preset": "custom"}, "custom", {}),  # every question asked, each answered with its default: on
+        ({"distributed": False}, "custom", {"distributed": False}),
+        ({"preset": "full", "compile": False}, "custom", {"compile": False}),
+        ({"preset": "minimal", "profiler": True}, "custom", {"profiler": True}),
+        ({"preset": "minimal", "ci": "none"}, "custom", {"ci": "none"}),
+    ],
+    ids=["defaults", "minimal", "custom", "data-alone", "data-over-full", "data-over-minimal", "ci-over-minimal"],
+)
+def test_preset_sets_defaults_and_data_overrides_them(tmp_path, data, preset, changed):
+    """The preset decides every feature's default; an answer given with --data wins over it, with
+    any preset, and the answers file then records the preset as custom with every feature, so that
+    copier update (which discards the answers of questions it does not ask) keeps them."""
+    root = project.render(tmp_path / "p", {"backend_name": "foo", **data})
+    answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
+    base = checks.features({"preset": data.get("preset", "full")})
+    assert {name: answers[name] for name in checks.FEATURES_OFF} == {**base, **changed}
+    assert answers["preset"] == preset
+
+
+def test_a_preset_and_the_answers_it_stands_for_render_the_same(tmp_path):
+    by_preset = project.render(tmp_path / "preset", {"backend_name": "foo", "preset": "minimal"})
+    by_answers = project.render(tmp_path / "answers", {"backend_name": "foo", **checks.MINIMAL})
+    assert checks.test_inputs_digest(by_preset) == checks.test_inputs_digest(by_answers)
+    assert checks.build_group("foo", {"preset": "minimal"}) == checks.build_group("foo", checks.MINIMAL)
 
 
 def test_every_yes_no_question_is_a_covered_feature():
@@ -114,9 +179,13 @@ def test_shared_builds_are_decided_by_content(tmp_path):
     no_custom_op = digests("no-custom-op", custom_op=False)
     assert no_custom_op[0] != everything[0], "a C++ file less is another build"
     assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
-    no_compiled_extras = digests("no-compiled-extras", custom_op=False, distributed=False)
-    minimal = digests("minimal", **checks.FEATURES_OFF)
+    for name in ("compile", "profiler", "kernel_families"):
+        assert digests(f"no-{name}", **{name: False})[0] != everything[0], f"{name} changes the C++"
+    compiled_off = {name: False for name in ("custom_op", "distributed", "compile", "profiler", "kernel_families")}
+    no_compiled_extras = digests("no-compiled-extras", **compiled_off)
+    minimal = digests("minimal", preset="minimal")
     assert minimal[0] == no_compiled_extras[0] and minimal[1] != no_compiled_extras[1]
+    assert digests("all-off", **checks.FEATURES_OFF)[0] == minimal[0]
     assert all(len(names) == 1 for names in groups.values()), groups
     assert len(set().union(*groups.values())) == len(groups), "renders with different builds share a group"
 
@@ -156,12 +225,3 @@ def test_a_reused_build_gives_the_project_its_compiled_extension(tmp_path):
     assert sorted(p.relative_to(reuser) for p in (reuser / "build").rglob("*") if p.is_file()) == [runtime]
     for path in (extension, runtime):
         assert (reuser / path).read_bytes() == (built / path).read_bytes()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "label", [pytest.param(label, marks=pytest.mark.backend("foo", **answers)) for label, answers in VARIANTS.items()]
-)
-def test_variant_builds_and_passes(render, builds, label):
-    passed, built_as = builds.build_and_test(render("foo", **VARIANTS[label]), label)
-    assert passed, f"the test suite of variant {label!r} (built as {built_as!r}) failed"

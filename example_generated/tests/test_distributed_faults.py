@@ -125,13 +125,13 @@ def test_the_check_setting_is_validated(monkeypatch):
     from torch_foo import distributed
 
     monkeypatch.delenv("TORCH_DISTRIBUTED_DEBUG", raising=False)
-    expected = {"": "changes", "1": "changes", "all": "every", "0": "off", "OFF": "off"}
+    expected = {"": "changes", "1": "changes", "all": "all", "every": "all", "0": "off", "OFF": "off"}
     for setting, mode in expected.items():
         monkeypatch.setenv("FOO_CCL_CHECK_CALLS", setting)
         assert distributed._check_calls_mode() == mode, setting
     monkeypatch.setenv("FOO_CCL_CHECK_CALLS", "")
     monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
-    assert distributed._check_calls_mode() == "every"
+    assert distributed._check_calls_mode() == "all"
     monkeypatch.setenv("FOO_CCL_CHECK_CALLS", "sometimes")
     with pytest.raises(ValueError, match="CHECK_CALLS"):
         distributed._check_calls_mode()

@@ -6,6 +6,7 @@ and then stops its stream workers, so that no kernel runs while the libraries it
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from conftest import REAP_CHILD
 
 # Each exit is a process of its own, forked before the runtime is initialised (which is allowed):
@@ -99,6 +100,8 @@ if os.environ["EXIT_IN_NO_GRAD"] == "1":
 """
 
 
+# A storm of processes or threads: minutes under load, run with the whole suite (CI's example).
+@pytest.mark.slow
 def test_exit_right_after_a_backward_pass_is_clean(run_python):
     # Eight interpreters at a time (each mostly waits to start), sixteen in all, each with a timeout.
     def run(i: int):

@@ -90,6 +90,8 @@ def test_spawned_children_use_the_device(run_python, tmp_path):
     assert "child computed: 12.0" in result.stdout
 
 
+# A storm of processes or threads: minutes under load, run with the whole suite (CI's example).
+@pytest.mark.slow
 def test_a_fork_storm_with_busy_streams(run_python):
     # Sixteen children forked while four streams of the parent have work in flight. Each child gets
     # the fork error from the device, still computes on the CPU, and exits normally (sys.exit: the
@@ -129,6 +131,8 @@ def test_a_fork_storm_with_busy_streams(run_python):
     assert f"totals: {[16000.0] * 4}" in result.stdout
 
 
+# A storm of processes or threads: minutes under load, run with the whole suite (CI's example).
+@pytest.mark.slow
 def test_a_spawn_storm_while_the_parent_streams_are_busy(run_python, tmp_path):
     # Six tasks on a pool of two 'spawn' workers, each using the device, while the parent's side
     # stream runs; the workers exit normally when the pool closes (a watchdog bounds the wait).

@@ -1,5 +1,6 @@
 """The profiler: device activity in torch.profiler traces and tables, the legacy profiler's device
-times, and device memory in profile_memory (csrc/profiler/Profiler.cpp, csrc/runtime/tracing.h)."""
+times, and device memory in profile_memory (csrc/profiler/KinetoSession.cpp, LegacyProfiler.cpp,
+csrc/runtime/tracing.h)."""
 
 import json
 

@@ -7,6 +7,8 @@ hang. FOO_STRESS_SECONDS sets the duration (a soak run: FOO_STRESS_SECONDS=600).
 import json
 import os
 
+import pytest
+
 # The child: a watchdog (faulthandler, which needs no GIL) dumps every thread's stack and ends the
 # process if the work has not finished in time; the test process itself never waits unbounded.
 PROGRAM = """
@@ -78,6 +80,8 @@ print(json.dumps({"rounds": rounds, "errors": errors, "leaked": leaked}))
 """
 
 
+# A storm of processes or threads: minutes under load, run with the whole suite (CI's example).
+@pytest.mark.slow
 def test_many_threads_on_many_devices_and_streams(run_python):
     seconds = float(os.environ.get("FOO_STRESS_SECONDS", "3"))
     result = run_python(PROGRAM, timeout=seconds + 300)  # a backstop behind the child's own watchdog

@@ -20,11 +20,17 @@ import sys
 
 import torch
 
+from . import _compat
+
 BACKEND_NAME = "foo"
+
+# The self-test of the private torch API this module uses (the compiler's and distributed's are
+# checked when they register): a torch that changed it fails here, naming what changed.
+_compat.check("core")
 
 
 def _check_privateuse1_is_free() -> None:
-    current = torch._C._get_privateuse1_backend_name()
+    current = _compat.resolve("core.privateuse1_backend_name")()
     if current not in ("privateuseone", BACKEND_NAME):
         raise RuntimeError(
             f"Cannot register the {BACKEND_NAME!r} backend: this process already renamed the "
@@ -144,10 +150,10 @@ def __getattr__(name: str):
 
 def _register() -> None:
     module = sys.modules[__name__]
-    if torch._C._get_privateuse1_backend_name() != BACKEND_NAME:
+    if _compat.resolve("core.privateuse1_backend_name")() != BACKEND_NAME:
         torch.utils.rename_privateuse1_backend(BACKEND_NAME)
     if getattr(torch, BACKEND_NAME, None) is not module:
-        torch._register_device_module(BACKEND_NAME, module)
+        _compat.resolve("core.register_device_module")(BACKEND_NAME, module)
     if not hasattr(torch.Tensor, BACKEND_NAME):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True

@@ -15,13 +15,8 @@ import contextlib
 from typing import Any
 
 import torch
-from torch._dynamo.device_interface import (
-    DeviceInterface,
-    caching_worker_current_devices,
-    caching_worker_device_properties,
-)
 
-from . import _C, streams
+from . import _C, _compat, streams
 from ._utils import _get_device_index
 from .amp import is_bf16_supported
 from .device import current_device, device_count, get_device_properties, is_available, set_device, synchronize
@@ -29,6 +24,9 @@ from .device import device as device_context
 from .memory import memory_allocated
 
 _DEVICE_TYPE = "foo"
+DeviceInterface = _compat.resolve("dynamo.DeviceInterface")
+caching_worker_current_devices = _compat.resolve("dynamo.caching_worker_current_devices")
+caching_worker_device_properties = _compat.resolve("dynamo.caching_worker_device_properties")
 
 
 class FooInterface(DeviceInterface):
@@ -87,12 +85,8 @@ class FooInterface(DeviceInterface):
             return -1
         return _C._exchange_device(device)
 
-    @staticmethod
-    def maybe_exchange_device(device: int) -> int:
-        """As exchange_device: setting a device initialises nothing on this runtime."""
-        if device < 0:
-            return -1
-        return _C._exchange_device(device)
+    # The same: setting a device initialises nothing on this runtime.
+    maybe_exchange_device = exchange_device
 
     @staticmethod
     def get_raw_stream(device_idx: int) -> int:
@@ -115,8 +109,7 @@ class FooInterface(DeviceInterface):
 
 def register() -> None:
     """Registers the interface for "foo" and each "foo:N", and makes the device module traceable."""
-    from torch._dynamo.device_interface import register_interface_for_device
-
+    register_interface_for_device = _compat.resolve("dynamo.register_interface_for_device")
     register_interface_for_device(_DEVICE_TYPE, FooInterface)
     for index in range(_C._device_count()):
         register_interface_for_device(f"{_DEVICE_TYPE}:{index}", FooInterface)
@@ -137,11 +130,10 @@ def _make_device_module_traceable() -> None:
     the current device, guarded), or, for queries whose answer cannot change, the function itself,
     run once while tracing (``can_constant_fold_through``). ``Stream`` and ``Event`` are built in the
     graph like ``torch.Stream``: 2.13 keeps the list of such classes (torch.Stream, torch.Event and
-    CUDA's, XPU's and HPU's) in a cached set, which this extends.
+    CUDA's, XPU's and HPU's) in a cached set, to which ``_compat.trace_in_graph`` adds these two (and
+    nothing else: touchpoint dynamo.in_graph_classes says why no public API does it).
     """
-    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
-
-    UserDefinedClassVariable._in_graph_classes().update({streams.Stream, streams.Event})
+    _compat.trace_in_graph(streams.Stream, streams.Event)
     substitute = torch.compiler.substitute_in_graph
 
     @substitute(streams.current_stream)

@@ -11,18 +11,29 @@ A device with its own math library chooses here what suits its kernels (CUDA's e
 example), or removes a choice to get PyTorch's generic default.
 """
 
+import importlib.util
+import warnings
+
 import torch
+
+from . import _compat
 
 
 def _linear_cross_entropy_like_cpu(name: str) -> None:
-    """F.linear_cross_entropy's chunked path: the CPU's "auto" accumulation policy and dtype."""
+    """F.linear_cross_entropy's chunked path: the CPU's "auto" accumulation policy and dtype (private
+    torch API: touchpoints numerics.* in _compat.py; the replacement answers as for the CPU only for
+    device type `name` and calls torch's own function for every other device)."""
+    if importlib.util.find_spec(_compat.touchpoint("numerics.linear_cross_entropy_resolve").module) is None:
+        return  # a torch without the chunked linear_cross_entropy: nothing to adapt
     try:
-        from torch.nn.modules import linear_cross_entropy_options as options
-    except ImportError:  # a torch without the chunked linear_cross_entropy
+        _compat.check("numerics")
+    except _compat.TorchCompatError as error:
+        warnings.warn(f"{error}\n{name} devices keep PyTorch's generic linear_cross_entropy choices.", stacklevel=3)
         return
-    defaults = getattr(options, "_AUTO_DEFAULTS", None)
-    resolve = getattr(options.LinearCrossEntropyOptions, "_resolve_auto_acc_dtype", None)
-    if defaults is None or resolve is None or getattr(resolve, "_torch_foo_as_cpu", False):
+    defaults = _compat.resolve("numerics.linear_cross_entropy_defaults")
+    resolve = _compat.resolve("numerics.linear_cross_entropy_resolve")
+    options = _compat.owner("numerics.linear_cross_entropy_resolve")
+    if getattr(resolve, "_torch_foo_as_cpu", False):
         return
     for (device_type, dtype), choice in list(defaults.items()):
         if device_type == "cpu":
@@ -34,7 +45,7 @@ def _linear_cross_entropy_like_cpu(name: str) -> None:
         return resolve(dtype, device)
 
     resolve_as_cpu._torch_foo_as_cpu = True
-    options.LinearCrossEntropyOptions._resolve_auto_acc_dtype = staticmethod(resolve_as_cpu)
+    options._resolve_auto_acc_dtype = staticmethod(resolve_as_cpu)
 
 
 def use_cpu_choices(name: str) -> None:

@@ -9,7 +9,15 @@ device code with (``_dynamo.py``) and the Inductor backend that generates and la
 it extends has loaded: at once if it is loaded already, otherwise right after its import, before
 anything can use it. Importing torch_foo stays as fast as before.
 
-A registration that fails warns and leaves ``torch.compile`` working for other devices.
+A registration that fails warns and leaves ``torch.compile`` working for other devices. Each one
+first runs the self-test of the private torch API it uses (``_compat.check``), so a torch release that
+changed it is named in the warning.
+
+Python has no hook that runs after a given module is imported (PEP 369 was withdrawn), and torch has
+no registration call for compiler support that it makes when its compiler loads (Dynamo registers
+only CUDA, XPU and MTIA interfaces; Inductor's device-module path is incomplete, see _inductor/).
+So ``_AfterImport`` wraps the loader of the two torch modules below, and only those: it finds
+nothing itself, the module's own loader runs unchanged, and the registration follows.
 """
 
 import importlib.abc
@@ -20,14 +28,18 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from . import _compat
+
 
 def _register_dynamo() -> None:
+    _compat.check("dynamo")
     from . import _dynamo
 
     _dynamo.register()
 
 
 def _register_inductor() -> None:
+    _compat.check("inductor")
     from . import _inductor
 
     _inductor.register()
@@ -42,10 +54,11 @@ def backend(graph_module: Any, example_inputs: Any, *, mode: str | None = None, 
     that runs it on the device. Until then it runs Inductor for the device (``_inductor/``), with
     ``mode`` and ``options`` as ``torch.compile`` takes them for ``backend="inductor"``.
     """
-    import torch._inductor
-    from torch._inductor.compile_fx import compile_fx
+    _compat.check("inductor")
+    list_mode_options = _compat.resolve("inductor.list_mode_options")
+    compile_fx = _compat.resolve("inductor.compile_fx")
 
-    config = dict(torch._inductor.list_mode_options(mode)) if mode else {}
+    config = dict(list_mode_options(mode)) if mode else {}
     config.update(options or {})
     return compile_fx(graph_module, example_inputs, config_patches=config)
 
@@ -53,9 +66,9 @@ def backend(graph_module: Any, example_inputs: Any, *, mode: str | None = None, 
 # torch module -> the registration that needs it.
 _REGISTRATIONS: dict[str, Callable[[], None]] = {
     # The whole package: the registration touches several of its modules, which import each other.
-    "torch._dynamo": _register_dynamo,
+    _compat.touchpoint("dynamo.module").module: _register_dynamo,
     # Inductor's entry point: loading it loads the codegen modules the backend subclasses.
-    "torch._inductor.compile_fx": _register_inductor,
+    _compat.touchpoint("inductor.module").module: _register_inductor,
 }
 _pending: dict[str, Callable[[], None]] = {}
 
@@ -67,9 +80,10 @@ def _run(module_name: str) -> None:
     try:
         register()
     except Exception as error:  # noqa: BLE001  never break torch.compile for other devices
+        reason = str(error) if isinstance(error, _compat.TorchCompatError) else repr(error)
         warnings.warn(
-            f"torch_foo: could not register with {module_name} ({error!r}); torch.compile cannot "
-            "target foo devices in this process.",
+            f"torch_foo: could not register with {module_name}; torch.compile cannot target "
+            f"foo devices in this process. {reason}",
             stacklevel=2,
         )
 

@@ -18,17 +18,19 @@ with the work queued before them, and exchange data through Gloo, which torch sh
 
 import datetime
 import os
+import warnings
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from . import _C
+from . import _C, _compat
 
 BACKEND = "fooccl"
 DEVICES = ["foo", "cpu"]
 
 
-def _create_backend(options: "dist.distributed_c10d._DistributedBackendOptions", backend_options: object = None):
+def _create_backend(options: Any, backend_options: object = None):
     """torch.distributed's creator for fooccl: called on every rank of a new process group.
 
     The backend exchanges data through three Gloo groups of its own: one for collectives, one for
@@ -69,31 +71,44 @@ def _whole_group(store, rank: int, size: int, backend) -> "dist.ProcessGroup":
     with "Could not find backend type 1". XPU's xccl fails the same way (pytorch/pytorch#189193
     fixes it upstream). A creator that returns a `ProcessGroup` replaces torch's group (the path
     torch keeps for Python process groups), which every form then shares. The group's setters
-    (`_register_backend`, `_set_default_backend`) are private: torch has no public way to build one.
+    (`_register_backend`, `_set_default_backend`) are private: torch has no public way to build one
+    (touchpoints distributed.* in _compat.py, checked when the backend registers).
     What the replacement drops: the device of `init_process_group(device_id=...)` is not recorded as
     the group's `bound_device_id` (it binds no communicator early; `barrier()` uses the current
     device), and with "cpu:gloo,foo:fooccl" CPU tensors run on this Gloo group instead of the
     one torch created for them (fooccl hands them to a Gloo group of its own: the same exchange).
     """
     group = dist.ProcessGroup(store, rank, size)
+    register_backend = _compat.resolve("distributed.ProcessGroup._register_backend")
+    custom = _compat.resolve("distributed.ProcessGroup.BackendType.CUSTOM")
     for device in DEVICES:
-        group._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, backend)
-    group._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+        register_backend(group, torch.device(device), custom, backend)
+    _compat.resolve("distributed.ProcessGroup._set_default_backend")(group, custom)
     return group
 
 
+# The check modes of FOO_CCL_CHECK_CALLS, by each spelling it accepts: the modes are named as the
+# C++ backend names them (CheckCalls in csrc/distributed/Communicator.h).
+_CHECK_CALLS_SETTINGS = {
+    **dict.fromkeys(("all", "every"), "all"),
+    **dict.fromkeys(("", "1", "on", "true", "yes", "changes"), "changes"),
+    **dict.fromkeys(("0", "off", "false", "no"), "off"),
+}
+
+
 def _check_calls_mode() -> str:
+    """The backend's check mode ("all", "changes" or "off") from FOO_CCL_CHECK_CALLS and
+    TORCH_DISTRIBUTED_DEBUG=DETAIL (which checks all when the variable is unset)."""
     setting = os.environ.get("FOO_CCL_CHECK_CALLS", "").strip().lower()
-    if setting not in ("", "1", "on", "true", "yes", "changes", "all", "every", "0", "off", "false", "no"):
+    if setting not in _CHECK_CALLS_SETTINGS:
         raise ValueError(
             f"FOO_CCL_CHECK_CALLS={setting!r}: expected 'all' (check every collective), "
             "'1' or unset (check the ones the calls before do not predict) or '0' (no check)"
         )
-    if setting in ("0", "off", "false", "no"):
-        return "off"
-    if setting in ("all", "every") or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
-        return "every"
-    return "changes"
+    mode = _CHECK_CALLS_SETTINGS[setting]
+    if mode == "changes" and os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        return "all"
+    return mode
 
 
 def _register() -> None:
@@ -101,8 +116,24 @@ def _register() -> None:
         return  # a torch built without distributed support or Gloo: nothing to register with
     if BACKEND in dist.Backend.backend_list:
         return  # importing again
+    creator = _create_backend
+    try:
+        _compat.check("distributed")
+    except _compat.TorchCompatError as error:
+        # The device works without distributed: warn now, and fail clearly where fooccl is asked for.
+        warnings.warn(f"{error}\ntorch.distributed cannot use {BACKEND} in this process.", stacklevel=2)
+        creator = _unsupported(error)
     # devices must be a list: register_backend iterates it (a plain string would be per character).
-    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=DEVICES)
+    dist.Backend.register_backend(BACKEND, creator, extended_api=True, devices=DEVICES)
+
+
+def _unsupported(error: "_compat.TorchCompatError"):
+    """A creator that raises `error` again: init_process_group("fooccl") names what torch changed."""
+
+    def create(*args: object, **kwargs: object):
+        raise _compat.TorchCompatError(error.problems)
+
+    return create
 
 
 _register()

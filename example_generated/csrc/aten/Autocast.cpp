@@ -9,7 +9,8 @@
 // operator falls through unchanged. A real device with different fast paths edits these lists;
 // torch_foo.amp.get_amp_supported_dtype() says which dtypes it accepts.
 //
-// This file is alone because ATen/autocast_mode.h includes all of ATen (about 10 s to compile).
+// This file is alone because ATen/autocast_mode.h includes all of ATen (slow to compile: the
+// template's docs/build-speed.md).
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 

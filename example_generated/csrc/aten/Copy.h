@@ -7,6 +7,12 @@
 
 namespace torch_foo {
 
+// True when host_copy() and device_copy() move `t` in one transfer: a strided tensor, without
+// conjugate or negative bit, whose elements fill their memory. Others go through copy_ (t.cpu(), t.to()).
+inline bool copies_in_one_transfer(const at::Tensor& t) {
+  return t.layout() == c10::kStrided && !t.is_conj() && !t.is_neg() && t.is_non_overlapping_and_dense();
+}
+
 // A CPU tensor with the values, dtype, sizes and (when dense) strides of the device tensor `src`.
 at::Tensor host_copy(const at::Tensor& src);
 

@@ -35,6 +35,8 @@
 #include <cstring>
 #include <numeric>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "Fallback.h"
 #include "OpLibrary.h"
@@ -42,7 +44,7 @@
 namespace torch_foo {
 namespace {
 
-enum class Kind { Add, Mul, Div };
+enum class Kind { Add, Sub, Mul, Div };
 
 struct alignas(16) Bytes16 {
   uint64_t lo;
@@ -53,7 +55,8 @@ struct alignas(16) Bytes16 {
 
 fooBinaryOp op_of(Kind kind) {
   switch (kind) {
-    case Kind::Add: return fooBinaryAdd;
+    case Kind::Add:
+    case Kind::Sub: return fooBinaryAdd; // a - alpha * b is a + (-alpha) * b: binary()
     case Kind::Mul: return fooBinaryMul;
     case Kind::Div: return fooBinaryDiv;
   }
@@ -64,22 +67,10 @@ bool is_cpu_scalar(const at::Tensor& t) {
   return t.is_cpu() && t.dim() == 0;
 }
 
+// The dtypes the library's arithmetic (fooOpBinary) takes: those it has a name for (op_dtype) but
+// the unsigned types wider than a byte, with which PyTorch's CPU kernels do not compute either.
 bool native_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool:
-    case c10::ScalarType::Byte:
-    case c10::ScalarType::Char:
-    case c10::ScalarType::Short:
-    case c10::ScalarType::Int:
-    case c10::ScalarType::Long:
-    case c10::ScalarType::Half:
-    case c10::ScalarType::BFloat16:
-    case c10::ScalarType::Float:
-    case c10::ScalarType::Double:
-    case c10::ScalarType::ComplexFloat:
-    case c10::ScalarType::ComplexDouble: return true;
-    default: return false;
-  }
+  return op_dtype(t).has_value() && !c10::isBarebonesUnsignedType(t);
 }
 
 c10::ScalarType result_dtype(Kind kind, const at::Tensor& a, const at::Tensor& b) {
@@ -115,7 +106,7 @@ void check_sub(const at::Tensor& a, const at::Tensor& b) {
       "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
-// Computes op(a, b) (times alpha for Add) into `out`, allocating it when undefined, and returns
+// Computes op(a, b) (alpha times b for Add and Sub) into `out`, allocating it when undefined, and returns
 // the allocated result (an undefined tensor when it wrote into `out`); nullopt when the operator
 // library does not support the case (the caller then runs the CPU fallback).
 // `inplace` means out is also an input and must not change shape.
@@ -126,12 +117,15 @@ std::optional<at::Tensor> binary(
     const at::Scalar& alpha,
     const at::Tensor& out,
     bool inplace) {
+  const at::Scalar scale = kind == Kind::Sub ? -alpha : alpha; // times other
+  const bool adds = kind == Kind::Add || kind == Kind::Sub;
   const c10::ScalarType dtype = result_dtype(kind, self, other);
-  if (kind == Kind::Add) {
-    check_alpha(dtype, alpha);
+  if (adds) {
+    check_alpha(dtype, scale);
   }
   // Borrowed, not copied: a tensor that Python holds alone costs the GIL to copy (torch keeps its
-  // Python object alive from the second C++ reference on), about a third of this function.
+  // Python object alive from the second C++ reference on), much of this function's time (the
+  // template's docs/device/performance.md has the measurement).
   auto a = c10::MaybeOwned<at::Tensor>::borrowed(self);
   auto b = c10::MaybeOwned<at::Tensor>::borrowed(other);
   if (!a->is_privateuseone() && !b->is_privateuseone()) {
@@ -186,11 +180,11 @@ std::optional<at::Tensor> binary(
     // x times 0.1 rounded to bfloat16).
     fooScalar alpha_value{};
     AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, dtype, "binary", [&] {
-      alpha_value = op_scalar(c10::Scalar(alpha.to<scalar_t>()));
+      alpha_value = op_scalar(c10::Scalar(scale.to<scalar_t>()));
       if (a_value) {
         op_iter.set_scalar(1, op_type, a->item().to<scalar_t>());
       }
-      if (b_value && kind != Kind::Add && at::isReducedFloatingType(dtype)) {
+      if (b_value && !adds && at::isReducedFloatingType(dtype)) {
         op_iter.set_scalar(2, fooFloat32, b->item().to<float>());
       } else if (b_value) {
         op_iter.set_scalar(2, op_type, b->item().to<scalar_t>());
@@ -240,100 +234,93 @@ bool use_fallback(Kind kind, const at::Tensor& self, const at::Tensor& other, co
 
 // ---- operator wrappers ----------------------------------------------------------------------
 
-at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!use_fallback(Kind::Add, self, other, {})) {
-    if (auto result = binary(Kind::Add, self, other, alpha, {}, false)) {
+// The three variants of a binary operator: the library computes self op other (alpha times other for
+// add and sub) when it takes the case, else the CPU fallback runs Op with the caller's arguments
+// (`extra`: alpha, for add and sub).
+template <typename Op, typename... Extra>
+at::Tensor binary_functional(
+    Kind kind, const at::Scalar& alpha, const at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
+  if (!use_fallback(kind, self, other, {})) {
+    if (auto result = binary(kind, self, other, alpha, {}, false)) {
       return *result;
     }
   }
-  return run_on_cpu<at::_ops::add_Tensor>(self, other, alpha);
+  return run_on_cpu<Op>(self, other, extra...);
+}
+
+template <typename Op, typename... Extra>
+at::Tensor& binary_inplace(
+    Kind kind, const at::Scalar& alpha, at::Tensor& self, const at::Tensor& other, const Extra&... extra) {
+  if (!use_fallback(kind, self, other, self) && binary(kind, self, other, alpha, self, true)) {
+    return self;
+  }
+  return run_on_cpu<Op>(self, other, extra...);
+}
+
+template <typename Op, typename... Extra>
+at::Tensor& binary_out(
+    Kind kind,
+    const at::Scalar& alpha,
+    const at::Tensor& self,
+    const at::Tensor& other,
+    at::Tensor& out,
+    const Extra&... extra) {
+  if (!use_fallback(kind, self, other, out) && binary(kind, self, other, alpha, out, false)) {
+    return out;
+  }
+  return run_on_cpu<Op>(self, other, extra..., out);
+}
+
+at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return binary_functional<at::_ops::add_Tensor>(Kind::Add, alpha, self, other, alpha);
 }
 
 at::Tensor& add_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!use_fallback(Kind::Add, self, other, self) && binary(Kind::Add, self, other, alpha, self, true)) {
-    return self;
-  }
-  return run_on_cpu<at::_ops::add__Tensor>(self, other, alpha);
+  return binary_inplace<at::_ops::add__Tensor>(Kind::Add, alpha, self, other, alpha);
 }
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  if (!use_fallback(Kind::Add, self, other, out) && binary(Kind::Add, self, other, alpha, out, false)) {
-    return out;
-  }
-  return run_on_cpu<at::_ops::add_out>(self, other, alpha, out);
+  return binary_out<at::_ops::add_out>(Kind::Add, alpha, self, other, out, alpha);
 }
 
-// a - alpha * b is a + (-alpha) * b, with PyTorch's rules for bool operands.
+// With PyTorch's rules for bool operands.
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   check_sub(self, other);
-  if (!use_fallback(Kind::Add, self, other, {})) {
-    if (auto result = binary(Kind::Add, self, other, -alpha, {}, false)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::sub_Tensor>(self, other, alpha);
+  return binary_functional<at::_ops::sub_Tensor>(Kind::Sub, alpha, self, other, alpha);
 }
 
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   check_sub(self, other);
-  if (!use_fallback(Kind::Add, self, other, self) && binary(Kind::Add, self, other, -alpha, self, true)) {
-    return self;
-  }
-  return run_on_cpu<at::_ops::sub__Tensor>(self, other, alpha);
+  return binary_inplace<at::_ops::sub__Tensor>(Kind::Sub, alpha, self, other, alpha);
 }
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   check_sub(self, other);
-  if (!use_fallback(Kind::Add, self, other, out) && binary(Kind::Add, self, other, -alpha, out, false)) {
-    return out;
-  }
-  return run_on_cpu<at::_ops::sub_out>(self, other, alpha, out);
+  return binary_out<at::_ops::sub_out>(Kind::Sub, alpha, self, other, out, alpha);
 }
 
 at::Tensor mul(const at::Tensor& self, const at::Tensor& other) {
-  if (!use_fallback(Kind::Mul, self, other, {})) {
-    if (auto result = binary(Kind::Mul, self, other, 1, {}, false)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::mul_Tensor>(self, other);
+  return binary_functional<at::_ops::mul_Tensor>(Kind::Mul, 1, self, other);
 }
 
 at::Tensor& mul_(at::Tensor& self, const at::Tensor& other) {
-  if (!use_fallback(Kind::Mul, self, other, self) && binary(Kind::Mul, self, other, 1, self, true)) {
-    return self;
-  }
-  return run_on_cpu<at::_ops::mul__Tensor>(self, other);
+  return binary_inplace<at::_ops::mul__Tensor>(Kind::Mul, 1, self, other);
 }
 
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  if (!use_fallback(Kind::Mul, self, other, out) && binary(Kind::Mul, self, other, 1, out, false)) {
-    return out;
-  }
-  return run_on_cpu<at::_ops::mul_out>(self, other, out);
+  return binary_out<at::_ops::mul_out>(Kind::Mul, 1, self, other, out);
 }
 
 at::Tensor div(const at::Tensor& self, const at::Tensor& other) {
-  if (!use_fallback(Kind::Div, self, other, {})) {
-    if (auto result = binary(Kind::Div, self, other, 1, {}, false)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::div_Tensor>(self, other);
+  return binary_functional<at::_ops::div_Tensor>(Kind::Div, 1, self, other);
 }
 
 at::Tensor& div_(at::Tensor& self, const at::Tensor& other) {
-  if (!use_fallback(Kind::Div, self, other, self) && binary(Kind::Div, self, other, 1, self, true)) {
-    return self;
-  }
-  return run_on_cpu<at::_ops::div__Tensor>(self, other);
+  return binary_inplace<at::_ops::div__Tensor>(Kind::Div, 1, self, other);
 }
 
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  if (!use_fallback(Kind::Div, self, other, out) && binary(Kind::Div, self, other, 1, out, false)) {
-    return out;
-  }
-  return run_on_cpu<at::_ops::div_out>(self, other, out);
+  return binary_out<at::_ops::div_out>(Kind::Div, 1, self, other, out);
 }
 
 at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
@@ -457,129 +444,96 @@ std::optional<at::Tensor> pointwise(
   return iter.output();
 }
 
-at::Tensor sqrt(const at::Tensor& self) {
-  if (same_floating_device_tensors(self)) {
-    if (auto result = pointwise<1>(fooPointwiseSqrt, {&self}, 0, nullptr)) {
-      return *result;
+// The functional and in-place variants of a pointwise operator: the library computes it when it
+// takes the case (floating tensors of one dtype on one device, a real `number`: threshold, value or
+// weight, or none), else the CPU fallback runs Op with the caller's arguments `args`.
+template <typename Op, size_t N, typename... Args>
+at::Tensor pointwise_functional(
+    fooPointwiseOp op, const at::Tensor* const (&operands)[N], const at::Scalar* number, Args&&... args) {
+  const std::array<const at::Tensor*, N> inputs = std::to_array(operands);
+  if (std::apply([](const auto*... t) { return same_floating_device_tensors(*t...); }, inputs)) {
+    const auto value =
+        number == nullptr ? std::optional<double>(0) : pointwise_value(inputs[0]->scalar_type(), *number);
+    if (value) {
+      if (auto result = pointwise<N>(op, inputs, *value, nullptr)) {
+        return *result;
+      }
     }
   }
-  return run_on_cpu<at::_ops::sqrt>(self);
+  return run_on_cpu<Op>(std::forward<Args>(args)...);
+}
+
+// (In place: `self`, the first operand and argument, is the result.)
+template <typename Op, size_t N, typename... Rest>
+at::Tensor& pointwise_inplace(
+    fooPointwiseOp op,
+    const at::Tensor* const (&operands)[N],
+    const at::Scalar* number,
+    at::Tensor& self,
+    Rest&&... rest) {
+  const std::array<const at::Tensor*, N> inputs = std::to_array(operands);
+  if (std::apply([](const auto*... t) { return same_floating_device_tensors(*t...); }, inputs)) {
+    const auto value = number == nullptr ? std::optional<double>(0) : pointwise_value(self.scalar_type(), *number);
+    if (value && pointwise<N>(op, inputs, *value, &self)) {
+      return self;
+    }
+  }
+  return run_on_cpu<Op>(self, std::forward<Rest>(rest)...);
+}
+
+at::Tensor sqrt(const at::Tensor& self) {
+  return pointwise_functional<at::_ops::sqrt>(fooPointwiseSqrt, {&self}, nullptr, self);
 }
 
 at::Tensor& sqrt_(at::Tensor& self) {
-  if (same_floating_device_tensors(self) && pointwise<1>(fooPointwiseSqrt, {&self}, 0, &self)) {
-    return self;
-  }
-  return run_on_cpu<at::_ops::sqrt_>(self);
+  return pointwise_inplace<at::_ops::sqrt_>(fooPointwiseSqrt, {&self}, nullptr, self);
 }
 
 at::Tensor relu(const at::Tensor& self) {
-  if (same_floating_device_tensors(self)) {
-    if (auto result = pointwise<1>(fooPointwiseRelu, {&self}, 0, nullptr)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::relu>(self);
+  return pointwise_functional<at::_ops::relu>(fooPointwiseRelu, {&self}, nullptr, self);
 }
 
 at::Tensor& relu_(at::Tensor& self) {
-  if (same_floating_device_tensors(self) && pointwise<1>(fooPointwiseRelu, {&self}, 0, &self)) {
-    return self;
-  }
-  return run_on_cpu<at::_ops::relu_>(self);
+  return pointwise_inplace<at::_ops::relu_>(fooPointwiseRelu, {&self}, nullptr, self);
 }
 
 at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self, const at::Scalar& threshold) {
-  if (same_floating_device_tensors(grad, self)) {
-    if (const auto value = pointwise_value(grad.scalar_type(), threshold)) {
-      if (auto result = pointwise<2>(fooPointwiseThresholdBackward, {&grad, &self}, *value, nullptr)) {
-        return *result;
-      }
-    }
-  }
-  return run_on_cpu<at::_ops::threshold_backward>(grad, self, threshold);
-}
-
-// self + value * a * b and self + value * a / b; Op is the operator of the fallback.
-template <typename Op>
-at::Tensor addc(
-    fooPointwiseOp op, const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  if (same_floating_device_tensors(self, a, b)) {
-    if (const auto number = pointwise_value(self.scalar_type(), value)) {
-      if (auto result = pointwise<3>(op, {&self, &a, &b}, *number, nullptr)) {
-        return *result;
-      }
-    }
-  }
-  return run_on_cpu<Op>(self, a, b, value);
-}
-
-template <typename Op>
-at::Tensor& addc_(
-    fooPointwiseOp op, at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  if (same_floating_device_tensors(self, a, b)) {
-    if (const auto number = pointwise_value(self.scalar_type(), value)) {
-      if (pointwise<3>(op, {&self, &a, &b}, *number, &self)) {
-        return self;
-      }
-    }
-  }
-  return run_on_cpu<Op>(self, a, b, value);
+  return pointwise_functional<at::_ops::threshold_backward>(
+      fooPointwiseThresholdBackward, {&grad, &self}, &threshold, grad, self, threshold);
 }
 
 at::Tensor addcmul(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  return addc<at::_ops::addcmul>(fooPointwiseAddcmul, self, a, b, value);
+  return pointwise_functional<at::_ops::addcmul>(fooPointwiseAddcmul, {&self, &a, &b}, &value, self, a, b, value);
 }
 
 at::Tensor& addcmul_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  return addc_<at::_ops::addcmul_>(fooPointwiseAddcmul, self, a, b, value);
+  return pointwise_inplace<at::_ops::addcmul_>(fooPointwiseAddcmul, {&self, &a, &b}, &value, self, a, b, value);
 }
 
 at::Tensor addcdiv(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  return addc<at::_ops::addcdiv>(fooPointwiseAddcdiv, self, a, b, value);
+  return pointwise_functional<at::_ops::addcdiv>(fooPointwiseAddcdiv, {&self, &a, &b}, &value, self, a, b, value);
 }
 
 at::Tensor& addcdiv_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& value) {
-  return addc_<at::_ops::addcdiv_>(fooPointwiseAddcdiv, self, a, b, value);
+  return pointwise_inplace<at::_ops::addcdiv_>(fooPointwiseAddcdiv, {&self, &a, &b}, &value, self, a, b, value);
 }
 
 at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
-  if (same_floating_device_tensors(self, end)) {
-    if (const auto value = pointwise_value(self.scalar_type(), weight)) {
-      if (auto result = pointwise<2>(fooPointwiseLerp, {&self, &end}, *value, nullptr)) {
-        return *result;
-      }
-    }
-  }
-  return run_on_cpu<at::_ops::lerp_Scalar>(self, end, weight);
+  return pointwise_functional<at::_ops::lerp_Scalar>(fooPointwiseLerp, {&self, &end}, &weight, self, end, weight);
 }
 
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
-  if (same_floating_device_tensors(self, end)) {
-    if (const auto value = pointwise_value(self.scalar_type(), weight)) {
-      if (pointwise<2>(fooPointwiseLerp, {&self, &end}, *value, &self)) {
-        return self;
-      }
-    }
-  }
-  return run_on_cpu<at::_ops::lerp__Scalar>(self, end, weight);
+  return pointwise_inplace<at::_ops::lerp__Scalar>(fooPointwiseLerp, {&self, &end}, &weight, self, end, weight);
 }
 
 at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
-  if (same_floating_device_tensors(self, end, weight)) {
-    if (auto result = pointwise<3>(fooPointwiseLerp, {&self, &end, &weight}, 0, nullptr)) {
-      return *result;
-    }
-  }
-  return run_on_cpu<at::_ops::lerp_Tensor>(self, end, weight);
+  return pointwise_functional<at::_ops::lerp_Tensor>(
+      fooPointwiseLerp, {&self, &end, &weight}, nullptr, self, end, weight);
 }
 
 at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
-  if (same_floating_device_tensors(self, end, weight) &&
-      pointwise<3>(fooPointwiseLerp, {&self, &end, &weight}, 0, &self)) {
-    return self;
-  }
-  return run_on_cpu<at::_ops::lerp__Tensor>(self, end, weight);
+  return pointwise_inplace<at::_ops::lerp__Tensor>(
+      fooPointwiseLerp, {&self, &end, &weight}, nullptr, self, end, weight);
 }
 
 } // namespace

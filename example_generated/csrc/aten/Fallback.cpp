@@ -9,17 +9,14 @@
 // the CPU's generator: the fallback replaces their generator argument with a fresh CPU generator
 // seeded from the foo generator (the one passed, or the device's default), so they are
 // reproducible under torch.foo.manual_seed and leave torch.get_rng_state() untouched.
+//
+// This file is the boxed kernel itself. What it knows about each operator's schema, and the list of
+// operators it ran, are in SchemaFacts.cpp; which operators are sent here although PyTorch has a
+// generic kernel for them, in FallbackRouting.cpp.
 #include "Fallback.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <memory>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
-#include <unordered_map>
-#include <unordered_set>
-#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/_copy_from_and_resize.h>
@@ -28,19 +25,12 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
-#include "Copy.h"
 #include "../families/WiderDtypes.h"
+#include "Copy.h"
+#include "SchemaFacts.h"
 
 namespace torch_foo {
 namespace {
-
-bool warn_on_fallback() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("FOO_WARN_FALLBACK");
-    return env != nullptr && env[0] != '\0' && env[0] != '0';
-  }();
-  return enabled;
-}
 
 // Raises if the arguments of `op` live on two different foo devices, as CUDA kernels do (the
 // fallback would otherwise quietly compute with both).
@@ -81,13 +71,6 @@ void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack& s
   }
 }
 
-bool is_generator(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::OptionalType) {
-    return type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
-  }
-  return type->kind() == c10::TypeKind::GeneratorType;
-}
-
 // The device an operator runs on: that of its first foo tensor, else the current device.
 c10::Device device_of(c10::ArrayRef<c10::IValue> arguments) {
   for (const auto& value : arguments) {
@@ -106,13 +89,9 @@ c10::Device device_of(c10::ArrayRef<c10::IValue> arguments) {
 }
 
 // Replaces each generator argument with a CPU generator seeded from the foo generator.
-void seed_cpu_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema().arguments();
-  const size_t first = stack->size() - schema.size();
-  for (size_t i = 0; i < schema.size(); ++i) {
-    if (!is_generator(schema[i].type())) {
-      continue;
-    }
+void seed_cpu_generators(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  for (const size_t i : facts.generators) {
     c10::IValue& value = (*stack)[first + i];
     std::optional<at::Generator> gen;
     if (!value.isNone()) {
@@ -130,146 +109,9 @@ void seed_cpu_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
 }
 
-// What the fallback needs to know about an operator's schema on every call, worked out on its
-// first call (parsing the schema's types and alias sets again each time costs as much as the copies
-// of small tensors).
-struct OpFacts {
-  explicit OpFacts(c10::OperatorName n) : name(std::move(n)) {}
-
-  c10::OperatorName name;
-  bool has_generator = false; // seed_cpu_generators has work
-  // Every tensor argument is a single Tensor (no lists), there is no Device argument, and every
-  // return is a new tensor, a written argument or not a tensor: run_direct() handles the call.
-  bool direct = true;
-  std::vector<size_t> tensors; // positions of the Tensor arguments
-  std::vector<bool> written; // for each of them: the operator writes it (in place, out=)
-  std::vector<int> returns; // for each return: the entry of `tensors` it is, kNewTensor or kNoTensor
-};
-
-constexpr int kNewTensor = -1;
-constexpr int kNoTensor = -2;
-
-bool is_tensor_type(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::OptionalType) {
-    return type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
-  }
-  return type->kind() == c10::TypeKind::TensorType;
-}
-
-// True when a schema type holds tensors in another form than a single Tensor (lists, tuples) or is
-// a device (which the general path replaces by the CPU).
-bool needs_general_path(const c10::TypePtr& type) {
-  if (is_tensor_type(type)) {
-    return false;
-  }
-  if (type->kind() == c10::TypeKind::DeviceObjType) {
-    return true;
-  }
-  for (const auto& contained : type->containedTypes()) {
-    if (is_tensor_type(contained) || contained->kind() == c10::TypeKind::DeviceObjType ||
-        needs_general_path(contained)) { // Tensor[], Tensor?[], (Tensor, ...) ...
-      return true;
-    }
-  }
-  return false;
-}
-
-std::unique_ptr<OpFacts> facts_of(const c10::FunctionSchema& schema) {
-  auto facts = std::make_unique<OpFacts>(schema.operator_name());
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const auto& type = arguments[i].type();
-    facts->has_generator = facts->has_generator || is_generator(type);
-    if (is_tensor_type(type)) {
-      facts->tensors.push_back(i);
-      const auto* alias = arguments[i].alias_info();
-      facts->written.push_back(alias != nullptr && alias->isWrite());
-    } else if (needs_general_path(type)) {
-      facts->direct = false;
-    }
-  }
-  for (const auto& r : schema.returns()) {
-    const auto* alias = r.alias_info();
-    if (!is_tensor_type(r.type())) {
-      facts->direct = facts->direct && !needs_general_path(r.type()) && alias == nullptr;
-      facts->returns.push_back(kNoTensor);
-    } else if (alias == nullptr) {
-      facts->returns.push_back(kNewTensor);
-    } else if (!alias->isWrite()) {
-      facts->direct = false; // a view: the general path warns
-      facts->returns.push_back(kNoTensor);
-    } else {
-      int found = kNoTensor; // the written argument with the same alias set
-      for (size_t t = 0; t < facts->tensors.size() && found == kNoTensor; ++t) {
-        const auto* input = arguments[facts->tensors[t]].alias_info();
-        if (input != nullptr && (input == alias || *input == *alias)) {
-          found = static_cast<int>(t);
-        }
-      }
-      facts->direct = facts->direct && found != kNoTensor;
-      facts->returns.push_back(found);
-    }
-  }
-  return facts;
-}
-
-// Every operator's facts, by the address of its schema. Facts are never destroyed while the process
-// runs: a caller keeps a reference to them for the whole call, so a second thread that worked out the
-// same facts concurrently keeps the first ones, and an entry whose schema was freed with its library
-// (another schema now at that address) moves to `retired` instead of being deleted. The table itself
-// is never destroyed either (a thread still inside an operator while the process exits must not find
-// it torn down by static destructors). The names of the operators seen so far (fallback_ops()) live
-// here for the same reason.
-struct FactsTable {
-  std::shared_mutex mutex;
-  std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpFacts>> by_schema;
-  std::vector<std::unique_ptr<OpFacts>> retired;
-  std::mutex seen_mutex;
-  std::unordered_set<c10::OperatorName> seen;
-};
-
-FactsTable& facts_table() {
-  static auto* table = new FactsTable();
-  return *table;
-}
-
-// The facts of `op`, made on its first call (which is also when it joins fallback_ops()).
-const OpFacts& facts_for(const c10::OperatorHandle& op) {
-  const c10::FunctionSchema& schema = op.schema();
-  FactsTable& table = facts_table();
-  {
-    std::shared_lock<std::shared_mutex> lock(table.mutex);
-    const auto it = table.by_schema.find(&schema);
-    // The name guards against a schema freed with its library and another one made at its address.
-    if (it != table.by_schema.end() && it->second->name == schema.operator_name()) {
-      return *it->second;
-    }
-  }
-  auto facts = facts_of(schema);
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(table.seen_mutex);
-    first = table.seen.insert(facts->name).second;
-  }
-  if (first && warn_on_fallback()) {
-    TORCH_WARN("foo: ", facts->name, " has no foo kernel and runs on the CPU fallback");
-  }
-  std::unique_lock<std::shared_mutex> lock(table.mutex);
-  auto [it, inserted] = table.by_schema.try_emplace(&schema);
-  if (!inserted) {
-    if (it->second->name == facts->name) {
-      return *it->second; // another thread got here first, and its caller may be using them
-    }
-    table.retired.push_back(std::move(it->second));
-  }
-  it->second = std::move(facts);
-  return *it->second;
-}
-
 // A tensor argument that run_direct() copies with one transfer each way.
 bool plain_device_tensor(const at::Tensor& t) {
-  return t.is_privateuseone() && t.layout() == c10::kStrided && !t.is_conj() && !t.is_neg() &&
-      t.is_non_overlapping_and_dense();
+  return t.is_privateuseone() && copies_in_one_transfer(t);
 }
 
 // The CPU copy of a device argument, which the CPU kernel must be able to take for the caller's tensor:
@@ -349,9 +191,7 @@ bool run_direct(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit:
       value = c10::IValue(originals[source]); // the written argument itself, as the caller passed it
     } else if (source == kNewTensor && value.isTensor() && value.toTensor().defined() && value.toTensor().is_cpu()) {
       const at::Tensor& result = value.toTensor();
-      const bool plain = result.layout() == c10::kStrided && !result.is_conj() && !result.is_neg() &&
-          result.is_non_overlapping_and_dense();
-      value = c10::IValue(plain ? device_copy(result, device) : result.to(device));
+      value = c10::IValue(copies_in_one_transfer(result) ? device_copy(result, device) : result.to(device));
     }
   }
   return true;
@@ -366,8 +206,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   check_same_device(op, *stack);
   const OpFacts& facts = facts_for(op);
-  if (facts.has_generator) {
-    seed_cpu_generators(op, stack);
+  if (!facts.generators.empty()) {
+    seed_cpu_generators(facts, op, stack);
   }
   // Profilers see the operator, not the dozen it runs here (copies to the CPU and back, the CPU
   // kernel): its copies are attributed to it, and profiling a model that falls back costs what it
@@ -384,70 +224,6 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
     return;
   }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
-}
-
-void route_structured_ops_to_fallback() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // Leaked on purpose: the registrations must outlive static destruction. Held by a static, so that
-    // LeakSanitizer sees it reachable rather than lost.
-    static auto* library =
-        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    auto& dispatcher = c10::Dispatcher::singleton();
-    auto names = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-    const size_t structured = names.size();
-    const auto generic = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
-    names.insert(names.end(), generic.begin(), generic.end());
-    // Decompositions that a backend's own kernel replaces (mish_backward, silu_backward): the CPU and
-    // CUDA run their kernel, which rounds once; the decomposition would round after every step.
-    const auto implicit = dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
-    names.insert(names.end(), implicit.begin(), implicit.end());
-    for (size_t i = 0; i < names.size(); ++i) {
-      const auto& name = names[i];
-      const auto op = dispatcher.findOp(name);
-      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
-        continue; // a native kernel exists
-      }
-      if (i >= structured && !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
-        continue; // a generic kernel without a CPU counterpart: keep it
-      }
-      const auto& returns = op->schema().returns();
-      const bool returns_view = std::any_of(returns.begin(), returns.end(), [](const c10::Argument& r) {
-        return r.alias_info() != nullptr && !r.alias_info()->isWrite();
-      });
-      if (returns_view) {
-        continue; // the fallback would return a copy where a view is expected
-      }
-      if (op->hasTag(at::Tag::inplace_view)) {
-        // as_strided_, transpose_, unsqueeze_: they change the tensor's metadata only, which the generic
-        // kernel does for any device. Run on a CPU copy, as_strided_ could not reach the storage around
-        // a view, and its storage offset would count from the copy's start.
-        continue;
-      }
-      const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-      library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
-    }
-    // Generic kernels that call a DispatchStub, which has kernels for the CPU and CUDA only: on the
-    // device they would fail with "DispatchStub: missing kernel". The dispatcher cannot tell them from
-    // the generic kernels that work on any device; tests/test_tensors.py's sweep of factory keywords
-    // finds them.
-    for (const char* factory : {"kaiser_window", "kaiser_window.periodic", "kaiser_window.beta"}) {
-      library->impl(factory, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
-    }
-  });
-}
-
-std::vector<std::string> fallback_ops() {
-  std::vector<std::string> names;
-  FactsTable& table = facts_table();
-  {
-    std::lock_guard<std::mutex> lock(table.seen_mutex);
-    for (const auto& name : table.seen) {
-      names.push_back(c10::toString(name));
-    }
-  }
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -6,7 +6,7 @@
 // block and copies the old bytes on the device (DeviceAllocator.cpp), never through the host.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #ifndef AT_PER_OPERATOR_HEADERS
-#define AT_PER_OPERATOR_HEADERS // ATen/native/Resize.h: per-operator headers, not ATen/NativeFunctions.h (2 s)
+#define AT_PER_OPERATOR_HEADERS // ATen/native/Resize.h: per-operator headers, not ATen/NativeFunctions.h (slower)
 #endif
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>

@@ -15,16 +15,27 @@
 
 #include <c10/core/Device.h>
 
-namespace torch_foo {
+#include "../compat/TorchCompat.h"
 
 // One slot of a kernel's parameter block: a device pointer (as PyTorch stores it in the tensor), an
-// integer (sizes, strides) or a floating-point scalar, by the kernel's signature.
-union KernelParam {
-  const void* pointer;
-  int64_t integer;
-  double real;
-};
+// integer (sizes, strides) or a floating-point scalar, by the kernel's signature. Stated once, here:
+// the extension uses the union, and generated kernels, which are compiled without the project's
+// headers, declare it from the same tokens (kKernelParamDeclaration, which torch_foo._C hands to
+// torch_foo/_inductor/scheduling.py as _compiled_kernel_abi()).
+#define FOO_KERNEL_PARAM(name) \
+  union name { \
+    const void* pointer; \
+    int64_t integer; \
+    double real; \
+  }
+
+namespace torch_foo {
+
+FOO_KERNEL_PARAM(KernelParam);
 static_assert(sizeof(KernelParam) == 8, "generated kernels read 8-byte parameter slots");
+
+// The declaration generated kernels compile, under the name they use.
+inline constexpr char kKernelParamDeclaration[] = FOO_STRINGIZE(FOO_KERNEL_PARAM(fooKernelParam);) "\n";
 
 struct CompiledKernel; // a kernel in a loaded code object
 

@@ -14,7 +14,8 @@
 #include <unordered_map>
 
 #include <c10/core/TensorImpl.h>
-#include <torch/csrc/jit/serialization/pickler_helper.h>
+
+#include "../compat/Serialization.h" // torch::jit::TensorBackendMetaRegistry
 
 namespace torch_foo {
 namespace {

@@ -19,8 +19,8 @@
 
 #include <array>
 
-#include "../kernels/custom_ops.h"
 #include "../aten/OpLibrary.h"
+#include "../kernels/custom_ops.h"
 
 namespace torch_foo {
 namespace {

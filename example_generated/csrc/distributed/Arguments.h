@@ -1,15 +1,15 @@
-// Argument checks and tensor plumbing of the fooccl backend (Backend.cpp): what torch.distributed
-// hands a collective, turned into what a Communicator takes, with a clear error for anything else.
+// Argument checks of the fooccl backend (Backend.cpp): what torch.distributed hands a collective,
+// checked and turned into what a Communicator takes (reduce ops), with a clear error for anything
+// else. Staging.h moves the checked tensors into the buffers a Communicator reads.
 //
 // Device tensors must be dense (the elementwise collectives work on the memory as laid out, the
 // same on every rank) or contiguous (the others address blocks per rank); lists must hold one
 // tensor per rank of the input's dtype, device and size. Checks raise before anything is enqueued,
-// so a rejected call never reaches the other ranks. Only headers: Backend.cpp is its one user.
+// so a rejected call never reaches the other ranks. Only headers: Backend.cpp is its user (Group.h
+// takes kName).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-
-#include <c10/core/StreamGuard.h>
 
 #include <optional>
 #include <vector>
@@ -19,20 +19,6 @@
 namespace torch_foo::distributed {
 
 inline constexpr const char* kName = "fooccl";
-
-// A tensor as the communicator sees it: complex numbers as pairs of reals.
-struct Flat {
-  void* data;
-  size_t count;
-  c10::ScalarType dtype;
-};
-
-inline Flat flat(const at::Tensor& t) {
-  if (t.is_complex()) {
-    return {t.data_ptr(), static_cast<size_t>(t.numel()) * 2, c10::toRealValueType(t.scalar_type())};
-  }
-  return {t.data_ptr(), static_cast<size_t>(t.numel()), t.scalar_type()};
-}
 
 // A reduction as communicator op plus what happens to the result afterwards.
 struct Reduction {
@@ -128,37 +114,6 @@ inline void finish_reduction(const Reduction& r, at::Tensor& result) {
     } else {
       result.mul_(r.tensor_scale);
     }
-  }
-}
-
-// Runs `fn` with `stream` current (device work it launches goes there), returning its value.
-template <typename Fn>
-auto on_stream(c10::Stream stream, Fn&& fn) {
-  const c10::StreamGuard guard(stream);
-  return fn();
-}
-
-// Flattens `tensors` into one new tensor on the current stream (list-of-tensor variants).
-inline at::Tensor concatenated(const std::vector<at::Tensor>& tensors) {
-  int64_t total = 0;
-  for (const at::Tensor& t : tensors) {
-    total += t.numel();
-  }
-  at::Tensor out = at::empty({total}, tensors.front().options());
-  int64_t offset = 0;
-  for (const at::Tensor& t : tensors) {
-    out.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
-    offset += t.numel();
-  }
-  return out;
-}
-
-// Copies consecutive blocks of `flat_result` into `tensors`, on the current stream.
-inline void split_into(const at::Tensor& flat_result, const std::vector<at::Tensor>& tensors) {
-  int64_t offset = 0;
-  for (const at::Tensor& t : tensors) {
-    at::Tensor(t).copy_(flat_result.narrow(0, offset, t.numel()).view(t.sizes()));
-    offset += t.numel();
   }
 }
 
@@ -272,6 +227,30 @@ class Arguments {
           " elements, got ",
           t.numel());
     }
+  }
+
+  // `large` (named `large_name`) has world size times the elements of `small`.
+  void check_world_size_times(
+      const at::Tensor& large,
+      const at::Tensor& small,
+      const char* call,
+      const char* large_name,
+      const char* small_name) const {
+    TORCH_CHECK(
+        large.numel() == small.numel() * size_,
+        kName,
+        ": ",
+        call,
+        ": the ",
+        large_name,
+        " must have world size (",
+        size_,
+        ") times the ",
+        small_name,
+        "'s ",
+        small.numel(),
+        " elements, got ",
+        large.numel());
   }
 
   void check_root(int64_t root, const char* call) const {

@@ -9,7 +9,7 @@
 // Gloo process group unchanged, as with "cpu:gloo".
 //
 // Group.h keeps the group's state in this process and issues the calls (streams, Works, the
-// watchdog); Arguments.h has the checks; Work.h the Work objects.
+// watchdog); Arguments.h has the checks, Staging.h the flat buffers; Work.h the Work objects.
 //
 // This file and GlooTransport.cpp include the c10d headers, which include all of ATen.
 #include <torch/csrc/utils/pybind.h>
@@ -17,11 +17,13 @@
 
 #include <mutex>
 #include <optional>
+#include <tuple>
 
 #include "Arguments.h"
 #include "Bindings.h"
 #include "Communicator.h"
 #include "Group.h"
+#include "Staging.h"
 #include "Transport.h"
 #include "Work.h"
 
@@ -102,29 +104,29 @@ class CclBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> allreduce(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
-    return allreduce_coalesced_as(tensors, opts.reduceOp, opts.timeout, c10d::OpType::ALLREDUCE, "all_reduce", [&] {
-      auto host = unowned(tensors);
-      return host_->allreduce(host, opts);
-    });
+    return allreduce_coalesced_as(
+        tensors, opts.reduceOp, opts.timeout, c10d::OpType::ALLREDUCE, "all_reduce", [&](c10d::Backend& gloo, auto& t) {
+          return gloo.allreduce(t, opts);
+        });
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
     return allreduce_coalesced_as(
-        tensors, opts.reduceOp, opts.timeout, c10d::OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", [&] {
-          auto host = unowned(tensors);
-          return host_->allreduce_coalesced(host, opts);
-        });
+        tensors,
+        opts.reduceOp,
+        opts.timeout,
+        c10d::OpType::ALLREDUCE_COALESCED,
+        "all_reduce_coalesced",
+        [&](c10d::Backend& gloo, auto& t) { return gloo.allreduce_coalesced(t, opts); });
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(tensors)) {
-      return group_.host_call([&] {
-        auto host = unowned(tensors);
-        return host_->broadcast(host, opts);
-      });
+    if (auto work =
+            if_on_host(tensors, [&](c10d::Backend& gloo, auto& t) { return gloo.broadcast(t, opts); }, tensors)) {
+      return work;
     }
     const at::Tensor& t = args_.single(tensors, "broadcast", /*elementwise=*/true);
     args_.check_root(opts.rootRank, "broadcast");
@@ -142,11 +144,8 @@ class CclBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(tensors)) {
-      return group_.host_call([&] {
-        auto host = unowned(tensors);
-        return host_->reduce(host, opts);
-      });
+    if (auto work = if_on_host(tensors, [&](c10d::Backend& gloo, auto& t) { return gloo.reduce(t, opts); }, tensors)) {
+      return work;
     }
     at::Tensor t = args_.single(tensors, "reduce", /*elementwise=*/true);
     args_.check_root(opts.rootRank, "reduce");
@@ -207,12 +206,14 @@ class CclBackend final : public c10d::Backend {
       std::vector<std::vector<at::Tensor>>& inputs,
       const c10d::ReduceScatterOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(outputs)) {
-      return group_.host_call([&] {
-        auto host_outputs = unowned(outputs);
-        auto host_inputs = unowned(inputs);
-        return host_->reduce_scatter(host_outputs, host_inputs, opts);
-      });
+    if (auto work = if_on_host(
+            outputs,
+            [&](c10d::Backend& gloo, auto& host_outputs, auto& host_inputs) {
+              return gloo.reduce_scatter(host_outputs, host_inputs, opts);
+            },
+            outputs,
+            inputs)) {
+      return work;
     }
     at::Tensor out = args_.single(outputs, "reduce_scatter", /*elementwise=*/false);
     TORCH_CHECK(inputs.size() == 1, kName, ": reduce_scatter takes one input list per process");
@@ -250,12 +251,14 @@ class CclBackend final : public c10d::Backend {
       std::vector<int64_t>& input_splits,
       const c10d::AllToAllOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host({output, input})) {
-      return group_.host_call([&] {
-        auto host_output = unowned(output);
-        auto host_input = unowned(input);
-        return host_->alltoall_base(host_output, host_input, output_splits, input_splits, opts);
-      });
+    if (auto work = if_on_host(
+            {output, input},
+            [&](c10d::Backend& gloo, auto& host_output, auto& host_input) {
+              return gloo.alltoall_base(host_output, host_input, output_splits, input_splits, opts);
+            },
+            output,
+            input)) {
+      return work;
     }
     args_.check_pair(output, input, "all_to_all_single");
     const std::vector<size_t> send_counts = args_.split_counts(input, input_splits, "input");
@@ -281,12 +284,14 @@ class CclBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllToAllOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(outputs)) {
-      return group_.host_call([&] {
-        auto host_outputs = unowned(outputs);
-        auto host_inputs = unowned(inputs);
-        return host_->alltoall(host_outputs, host_inputs, opts);
-      });
+    if (auto work = if_on_host(
+            outputs,
+            [&](c10d::Backend& gloo, auto& host_outputs, auto& host_inputs) {
+              return gloo.alltoall(host_outputs, host_inputs, opts);
+            },
+            outputs,
+            inputs)) {
+      return work;
     }
     TORCH_CHECK(
         inputs.size() == static_cast<size_t>(size_) && outputs.size() == inputs.size(),
@@ -329,12 +334,14 @@ class CclBackend final : public c10d::Backend {
       std::vector<at::Tensor>& inputs,
       const c10d::GatherOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(inputs)) {
-      return group_.host_call([&] {
-        auto host_outputs = unowned(outputs);
-        auto host_inputs = unowned(inputs);
-        return host_->gather(host_outputs, host_inputs, opts);
-      });
+    if (auto work = if_on_host(
+            inputs,
+            [&](c10d::Backend& gloo, auto& host_outputs, auto& host_inputs) {
+              return gloo.gather(host_outputs, host_inputs, opts);
+            },
+            outputs,
+            inputs)) {
+      return work;
     }
     const at::Tensor& in = args_.single(inputs, "gather", /*elementwise=*/false);
     args_.check_root(opts.rootRank, "gather");
@@ -376,12 +383,14 @@ class CclBackend final : public c10d::Backend {
       std::vector<std::vector<at::Tensor>>& inputs,
       const c10d::ScatterOptions& opts) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(outputs)) {
-      return group_.host_call([&] {
-        auto host_outputs = unowned(outputs);
-        auto host_inputs = unowned(inputs);
-        return host_->scatter(host_outputs, host_inputs, opts);
-      });
+    if (auto work = if_on_host(
+            outputs,
+            [&](c10d::Backend& gloo, auto& host_outputs, auto& host_inputs) {
+              return gloo.scatter(host_outputs, host_inputs, opts);
+            },
+            outputs,
+            inputs)) {
+      return work;
     }
     const at::Tensor& out = args_.single(outputs, "scatter", /*elementwise=*/false);
     args_.check_root(opts.rootRank, "scatter");
@@ -415,11 +424,9 @@ class CclBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(tensors)) {
-      return group_.host_call([&] {
-        auto host = unowned(tensors);
-        return host_->send(host, dst, tag);
-      });
+    if (auto work =
+            if_on_host(tensors, [&](c10d::Backend& gloo, auto& t) { return gloo.send(t, dst, tag); }, tensors)) {
+      return work;
     }
     const at::Tensor& t = args_.single(tensors, "send", /*elementwise=*/false);
     args_.check_peer(dst, "send");
@@ -434,11 +441,9 @@ class CclBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(tensors)) {
-      return group_.host_call([&] {
-        auto host = unowned(tensors);
-        return host_->recv(host, src, tag);
-      });
+    if (auto work =
+            if_on_host(tensors, [&](c10d::Backend& gloo, auto& t) { return gloo.recv(t, src, tag); }, tensors)) {
+      return work;
     }
     const at::Tensor& t = args_.single(tensors, "recv", /*elementwise=*/false);
     args_.check_peer(src, "recv");
@@ -470,6 +475,21 @@ class CclBackend final : public c10d::Backend {
   }
 
  private:
+  // CPU tensors go to the host Gloo group: when `checked` are CPU tensors (Arguments::on_host, which
+  // raises for a mix), the Work of host_call(gloo, unowned(tensors)...), run as the group runs host
+  // calls; null for foo tensors, which the caller then handles.
+  template <typename HostCall, typename... Tensors>
+  c10::intrusive_ptr<c10d::Work> if_on_host(
+      const std::vector<at::Tensor>& checked, const HostCall& host_call, const Tensors&... tensors) {
+    if (!args_.on_host(checked)) {
+      return {};
+    }
+    return group_.host_call([&] {
+      auto held = std::make_tuple(unowned(tensors)...);
+      return std::apply([&](auto&... host_tensors) { return host_call(*host_, host_tensors...); }, held);
+    });
+  }
+
   // ---- the variants that share an implementation ----
 
   template <typename HostCall>
@@ -479,10 +499,10 @@ class CclBackend final : public c10d::Backend {
       std::chrono::milliseconds timeout,
       c10d::OpType type,
       const char* call_name,
-      HostCall&& host_call_fn) {
+      HostCall&& host_call) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(tensors)) {
-      return group_.host_call(host_call_fn);
+    if (auto work = if_on_host(tensors, host_call, tensors)) {
+      return work;
     }
     TORCH_CHECK(!tensors.empty(), kName, ": ", call_name, " without tensors");
     if (type == c10d::OpType::ALLREDUCE) {
@@ -524,13 +544,12 @@ class CclBackend final : public c10d::Backend {
       c10d::OpType type,
       const char* call_name) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(inputs)) {
-      return group_.host_call([&] {
-        auto host_outputs = unowned(output_lists);
-        auto host_inputs = unowned(inputs);
-        return type == c10d::OpType::ALLGATHER ? host_->allgather(host_outputs, host_inputs, opts)
-                                               : host_->allgather_coalesced(host_outputs, host_inputs, opts);
-      });
+    const auto host_call = [&](c10d::Backend& gloo, auto& host_outputs, auto& host_inputs) {
+      return type == c10d::OpType::ALLGATHER ? gloo.allgather(host_outputs, host_inputs, opts)
+                                             : gloo.allgather_coalesced(host_outputs, host_inputs, opts);
+    };
+    if (auto work = if_on_host(inputs, host_call, output_lists, inputs)) {
+      return work;
     }
     TORCH_CHECK(
         !inputs.empty() && output_lists.size() == inputs.size(),
@@ -566,32 +585,21 @@ class CclBackend final : public c10d::Backend {
       c10d::OpType type,
       const char* call_name) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(outputs)) {
-      return group_.host_call([&] {
-        auto host_outputs = unowned(outputs);
-        auto host_inputs = unowned(inputs);
-        if (type == c10d::OpType::_ALLGATHER_BASE) {
-          return host_->_allgather_base(host_outputs[0], host_inputs[0], opts);
-        }
-        return host_->allgather_into_tensor_coalesced(host_outputs, host_inputs, opts);
-      });
+    const auto host_call = [&](c10d::Backend& gloo, auto& host_outputs, auto& host_inputs) {
+      if (type == c10d::OpType::_ALLGATHER_BASE) {
+        return gloo._allgather_base(host_outputs[0], host_inputs[0], opts);
+      }
+      return gloo.allgather_into_tensor_coalesced(host_outputs, host_inputs, opts);
+    };
+    if (auto work = if_on_host(outputs, host_call, outputs, inputs)) {
+      return work;
     }
     TORCH_CHECK(
         !inputs.empty() && outputs.size() == inputs.size(), kName, ": ", call_name, " takes one output per input");
     for (size_t i = 0; i < inputs.size(); ++i) {
       args_.check_pair(outputs[i], inputs[i], call_name);
       args_.check_layout(inputs[i], call_name, /*elementwise=*/false);
-      TORCH_CHECK(
-          outputs[i].numel() == inputs[i].numel() * size_,
-          kName,
-          ": ",
-          call_name,
-          ": the output must have world size (",
-          size_,
-          ") times the input's ",
-          inputs[i].numel(),
-          " elements, got ",
-          outputs[i].numel());
+      args_.check_world_size_times(outputs[i], inputs[i], call_name, "output", "input");
     }
     auto work = open(type, call_name, inputs[0].device(), opts.timeout);
     group_.use(*work, group_.collective_stream(), inputs);
@@ -610,15 +618,14 @@ class CclBackend final : public c10d::Backend {
       c10d::OpType type,
       const char* call_name) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (args_.on_host(outputs)) {
-      return group_.host_call([&] {
-        auto host_outputs = unowned(outputs);
-        auto host_inputs = unowned(inputs);
-        if (type == c10d::OpType::_REDUCE_SCATTER_BASE) {
-          return host_->_reduce_scatter_base(host_outputs[0], host_inputs[0], opts);
-        }
-        return host_->reduce_scatter_tensor_coalesced(host_outputs, host_inputs, opts);
-      });
+    const auto host_call = [&](c10d::Backend& gloo, auto& host_outputs, auto& host_inputs) {
+      if (type == c10d::OpType::_REDUCE_SCATTER_BASE) {
+        return gloo._reduce_scatter_base(host_outputs[0], host_inputs[0], opts);
+      }
+      return gloo.reduce_scatter_tensor_coalesced(host_outputs, host_inputs, opts);
+    };
+    if (auto work = if_on_host(outputs, host_call, outputs, inputs)) {
+      return work;
     }
     TORCH_CHECK(
         !inputs.empty() && outputs.size() == inputs.size(), kName, ": ", call_name, " takes one output per input");
@@ -626,17 +633,7 @@ class CclBackend final : public c10d::Backend {
     for (size_t i = 0; i < inputs.size(); ++i) {
       args_.check_pair(inputs[i], outputs[i], call_name);
       args_.check_layout(outputs[i], call_name, /*elementwise=*/false);
-      TORCH_CHECK(
-          inputs[i].numel() == outputs[i].numel() * size_,
-          kName,
-          ": ",
-          call_name,
-          ": the input must have world size (",
-          size_,
-          ") times the output's ",
-          outputs[i].numel(),
-          " elements, got ",
-          inputs[i].numel());
+      args_.check_world_size_times(inputs[i], outputs[i], call_name, "input", "output");
       reductions.push_back(reduction(opts.reduceOp, outputs[i].scalar_type(), size_, call_name));
     }
     auto work = open(type, call_name, inputs[0].device(), opts.timeout);
@@ -694,13 +691,13 @@ void add_bindings(_object* module) {
          int64_t timeout_ms,
          const std::string& check_calls) -> c10::intrusive_ptr<c10d::Backend> {
         TORCH_CHECK(
-            check_calls == "every" || check_calls == "changes" || check_calls == "off",
-            "check_calls must be 'every', 'changes' or 'off', not '",
+            check_calls == "all" || check_calls == "changes" || check_calls == "off",
+            "check_calls must be 'all', 'changes' or 'off', not '",
             check_calls,
             "'");
-        const CheckCalls mode = check_calls == "every" ? CheckCalls::Every
-            : check_calls == "off"                     ? CheckCalls::Off
-                                                       : CheckCalls::Changes;
+        const CheckCalls mode = check_calls == "all" ? CheckCalls::All
+            : check_calls == "off"                   ? CheckCalls::Off
+                                                     : CheckCalls::Changes;
         std::shared_ptr<Transport> collective_transport = make_gloo_transport(collectives);
         std::shared_ptr<Transport> p2p_transport = make_gloo_transport(p2p);
         auto factory = [collective_transport, p2p_transport, mode](c10::Device device) {

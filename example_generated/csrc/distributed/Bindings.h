@@ -8,7 +8,7 @@ namespace torch_foo::distributed {
 
 // Adds _ccl_backend(collectives, p2p, host, rank, size, timeout_ms, check_calls) to `module`: a new
 // backend whose staged communicator exchanges over the Gloo groups `collectives` and `p2p` (checking
-// that ranks agree on collectives as check_calls says: "every", "changes" or "off"), and which hands CPU tensors to the
+// that ranks agree on collectives as check_calls says: "all", "changes" or "off"), and which hands CPU tensors to the
 // Gloo group `host` (torch_foo/distributed.py creates all three).
 void add_bindings(_object* module);
 

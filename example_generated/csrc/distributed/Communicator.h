@@ -109,8 +109,9 @@ class Communicator {
 };
 
 // Which collectives first check that every rank made the same call (StagedCommunicator.cpp says
-// how): every one, the ones the calls before do not predict, or none.
-enum class CheckCalls { Every, Changes, Off };
+// how): all of them, the ones the calls before do not predict, or none. The names are those of
+// FOO_CCL_CHECK_CALLS (torch_foo/distributed.py), which passes the mode by name.
+enum class CheckCalls { All, Changes, Off };
 
 // The emulated device's communicator (StagedCommunicator.cpp): device memory staged through pinned
 // host buffers, exchanged with `collectives` (collective calls, on one stream's worker) and `p2p`

@@ -22,8 +22,8 @@
 // difference. Without it, ranks that disagree exchange garbage (another dtype of the same size) or
 // abort the process (Gloo terminates a process that receives more bytes than it expects). Which
 // calls compare is the CheckCalls mode:
-// - Every: each collective compares (one more exchange per call: at 1 MiB it costs about as much
-//   as the all_reduce itself).
+// - All: each collective compares (one more small exchange per call; the template's
+//   docs/integration/distributed.md has its cost).
 // - Changes (the default): a collective compares unless it is the call that followed the previous
 //   call the last time that call was made ("predicted"). Every rank predicts from the same history
 //   (the calls the ranks agreed on so far), so ranks that make the same call either all compare or

@@ -34,9 +34,9 @@
 #include <optional>
 #include <tuple>
 
+#include "../aten/OpLibrary.h"
 #include "../core/Generator.h"
 #include "../kernels/attention.h"
-#include "../aten/OpLibrary.h"
 
 namespace torch_foo {
 namespace {

@@ -44,9 +44,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "../kernels/histogram.h"
 #include "../aten/Fallback.h"
 #include "../aten/OpLibrary.h"
+#include "../kernels/histogram.h"
 
 namespace torch_foo {
 namespace {

@@ -10,16 +10,11 @@
 #include <ATen/core/CachingHostAllocator.h>
 #pragma GCC diagnostic pop
 #include <c10/core/DeviceGuard.h>
-#include <torch/csrc/Event.h>
-#include <torch/csrc/Exceptions.h>
-#include <torch/csrc/Generator.h>
-#include <torch/csrc/profiler/combined_traceback.h>
-#include <torch/csrc/utils/pybind.h>
 
+#include "../compat/PythonBindings.h" // libtorch_python's internals (THPEvent, THPGenerator, tracebacks)
 #include "AutogradThreads.h"
 
 #include "../aten/Fallback.h"
-#include "../families/Sparse.h"
 #include "../compile/CompiledKernels.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
@@ -28,14 +23,9 @@
 #include "../core/MemoryHistory.h"
 #include "../core/Stream.h"
 #include "../distributed/Bindings.h"
+#include "../families/Sparse.h"
 
 namespace py = pybind11;
-
-namespace torch {
-// Lets CapturedTraceback read Python frames (libtorch_python). Its header,
-// torch/csrc/profiler/python/combined_traceback.h, includes nlohmann/json, which the wheels lack.
-void installCapturedTracebackPython();
-} // namespace torch
 
 namespace torch_foo {
 namespace {
@@ -430,6 +420,8 @@ PYBIND11_MODULE(_C, m) {
     return reinterpret_cast<uintptr_t>(ns::load_compiled_kernel(path, name, param_count));
   });
   m.def("_launch_compiled_kernel", &ns::launch_compiled_kernel_with);
+  // The parameter slot generated kernels declare (csrc/compile/CompiledKernels.h states it once).
+  m.def("_compiled_kernel_abi", [] { return std::string(ns::kKernelParamDeclaration); });
   // Memory (torch_foo/memory.py).
   m.def("_memory_stats", [](int64_t device) { return ns::memory_stats(ns::checked(device)); });
   m.def(

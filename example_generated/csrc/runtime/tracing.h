@@ -1,7 +1,7 @@
 // Activity tracing: the driver's record of what the device did, for profilers.
 //
 // What CUPTI's activity API is to CUDA, and part of the driver contract (runtime.h) a port keeps.
-// A tool (csrc/profiler/Profiler.cpp, which turns the records into PyTorch profiler events) subscribes
+// A tool (csrc/profiler/KinetoSession.cpp, which turns the records into PyTorch profiler events) subscribes
 // one callback, enables the kinds of activity it wants, and brackets the host code it observes with
 // its own correlation ids (PyTorch: the operator and the record_function range that is running).
 // The runtime then produces records:

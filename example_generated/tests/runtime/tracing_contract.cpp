@@ -1,5 +1,5 @@
 // The tracing part of the runtime's contract (csrc/runtime/tracing.h), linked into contract_test:
-// what csrc/profiler/Profiler.cpp relies on. Records appear only while their kind is enabled; a
+// what csrc/profiler/KinetoSession.cpp relies on. Records appear only while their kind is enabled; a
 // launch's host record and its kernel's device record share a correlation id and carry the ids
 // pushed on the launching thread; device records come in stream order with plausible times, named
 // after the kernel's function; synchronous copies and host waits are recorded too.

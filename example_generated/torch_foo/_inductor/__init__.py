@@ -14,11 +14,14 @@ ignores a missing one silently, never registers op overrides and is cached on fi
 registers explicitly, before Inductor first looks (compiler.py).
 """
 
+from .. import _compat
+
 _DEVICE_TYPE = "foo"
 
 
 def register() -> None:
-    from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
+    register_backend_for_device = _compat.resolve("inductor.register_backend_for_device")
+    register_device_op_overrides = _compat.resolve("inductor.register_device_op_overrides")
 
     from .scheduling import FooScheduling
     from .wrapper import CPP_WRAPPER, FX_WRAPPER, FooDeviceOpOverrides, FooWrapperCodegen
@@ -31,22 +34,9 @@ def register() -> None:
         device_fx_wrapper_codegen=FX_WRAPPER,
     )
     register_device_op_overrides(_DEVICE_TYPE, FooDeviceOpOverrides())
-    _schedule_device_nodes_as_cpp()
-
-
-def _schedule_device_nodes_as_cpp() -> None:
-    """Inductor's scheduler skips loop reordering and reindexing for C++ kernels, whose loop groups
-    have another shape than Triton's, by asking ``node.is_cpu()`` (torch 2.13, scheduler.py: its only
-    use). The device's kernels come from the C++ scheduling too, so its nodes answer yes there;
-    without this, fusing a reduction with a pointwise node fails inside the scheduler."""
-    from torch._inductor.scheduler import BaseSchedulerNode
-
-    if getattr(BaseSchedulerNode.is_cpu, "_cpp_device", None) == _DEVICE_TYPE:
-        return
-
-    def is_cpu(self: BaseSchedulerNode) -> bool:
-        device = self.get_device()
-        return device is not None and device.type in ("cpu", _DEVICE_TYPE)
-
-    is_cpu._cpp_device = _DEVICE_TYPE
-    BaseSchedulerNode.is_cpu = is_cpu
+    # Inductor's scheduler skips loop reordering, reindexing and index inversion for C++ kernels, whose
+    # loop groups have another shape than Triton's, by asking ``node.is_cpu()``. The device's kernels
+    # come from the C++ scheduling too, so its nodes answer yes there (every other node gets torch's
+    # answer); without this, fusing a reduction with a pointwise node fails inside the scheduler. Torch
+    # has no per-device query for it: touchpoint inductor.BaseSchedulerNode.is_cpu in _compat.py.
+    _compat.schedule_device_nodes_as_cpp(_DEVICE_TYPE)

@@ -19,11 +19,13 @@ format and its driver's module loading.
 
 from typing import Any
 
-from torch._inductor.async_compile import get_compile_threads
-from torch._inductor.codecache import CppCodeCache, LambdaFuture, _get_cpp_prefix_header
-from torch._inductor.utils import clear_on_fresh_cache
+from .. import _C, _compat
 
-from .. import _C
+get_compile_threads = _compat.resolve("inductor.get_compile_threads")
+CppCodeCache = _compat.resolve("inductor.CppCodeCache")
+LambdaFuture = _compat.resolve("inductor.LambdaFuture")
+_get_cpp_prefix_header = _compat.resolve("inductor.get_cpp_prefix_header")
+clear_on_fresh_cache = _compat.resolve("inductor.clear_on_fresh_cache")
 
 launch_kernel = _C._launch_compiled_kernel
 

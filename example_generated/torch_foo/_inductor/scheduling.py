@@ -9,27 +9,34 @@ the block and translates every device pointer through the context's address func
 kernel reaches device memory the way every other kernel does (strict memory mode holds). The
 wrapper (wrapper.py) compiles and launches it.
 
+Inductor's C++ scheduling itself names, deduplicates and defines each kernel; it hands the wrapper a
+definition for its own CPU binding, which the device's wrapper turns into a device kernel's
+(``device_kernel_definition``): nothing of Inductor's is copied here.
+
 A device with its own code generator replaces this file: a Triton backend for the chip registers
 Inductor's ``TritonScheduling`` (and a Triton wrapper) instead, another compiler registers its own
 ``BaseScheduling`` subclass. docs/integration/compile.md in the template repository says which
 files change.
 """
 
+import ast
+import re
 import string
 from collections.abc import Sequence
 from typing import Any
 
 import torch
-from torch._inductor import config
-from torch._inductor.codegen.common import KernelArgs
-from torch._inductor.codegen.cpp import CppScheduling
-from torch._inductor.utils import Placeholder, get_fused_kernel_name
-from torch._inductor.virtualized import V
 
-# The launch context and kernel type the runtime launches (fooEmuKernelContext and fooEmuKernel in
-# csrc/runtime/emulation.h; tests/test_compile.py checks the layout against that header), and the
-# parameter slot the extension packs (KernelParam in csrc/compile/CompiledKernels.h). Kernels are
-# compiled without the project's headers, so they declare these themselves.
+from .. import _C, _compat
+
+CppScheduling = _compat.resolve("inductor.CppScheduling")
+V = _compat.resolve("inductor.V")
+
+# What generated kernels declare, as they are compiled without the project's headers: the launch
+# context the runtime passes (fooEmuKernelContext in csrc/runtime/emulation.h, whose layout
+# tests/test_compile.py checks this against by compiling both) and the parameter slot the extension
+# packs, whose declaration the extension hands over from csrc/compile/CompiledKernels.h (stated there
+# once).
 KERNEL_ABI = """
 struct fooDim3 { unsigned int x, y, z; };
 struct fooEmuKernelContext {
@@ -38,8 +45,7 @@ struct fooEmuKernelContext {
   void* (*address)(const void* devicePtr);
   void (*fail)(const char* message);
 };
-union fooKernelParam { const void* pointer; int64_t integer; double real; };
-"""
+""" + _C._compiled_kernel_abi()
 
 
 def _unpack(index: int, arg_type: str) -> str:
@@ -80,6 +86,24 @@ def kernel_entry(entry: str, kernel: str, arg_types: Sequence[str]) -> str:
     return KERNEL_ABI + _ENTRY.substitute(entry=entry, kernel=kernel, args=args)
 
 
+# What Inductor's C++ scheduling hands a Python wrapper (touchpoint inductor.cpp_kernel_definition):
+# `async_compile.cpp_pybinding(<argument types>, r'''<source>''')`.
+_CPP_DEFINITION = re.compile(r"\s*async_compile\.cpp_pybinding\((\[[^\]]*\]), r'''(.*)'''\)\s*", re.S)
+
+
+def device_kernel_definition(kernel_name: str, cpp_definition: str) -> str:
+    """The device kernel `kernel_name` defined from the C++ scheduling's definition of its CPU binding:
+    the same source and argument types, with the entry point appended, compiled by compile_kernel."""
+    match = _CPP_DEFINITION.fullmatch(cpp_definition)
+    if match is None:
+        raise _compat.TorchCompatError(
+            {"inductor.cpp_kernel_definition": f"the C++ scheduling defined {kernel_name} as {cpp_definition[:120]!r}"}
+        )
+    arg_types = ast.literal_eval(match.group(1))
+    source = match.group(2).rstrip() + "\n" + kernel_entry(kernel_name, "kernel", arg_types)
+    return f"compile_kernel(async_compile, {kernel_name!r}, {len(arg_types)}, r'''\n{source}''')"
+
+
 class FooScheduling(CppScheduling):
     """Inductor's C++ scheduling; each kernel is defined as a device kernel (see the module docstring)."""
 
@@ -91,25 +115,13 @@ class FooScheduling(CppScheduling):
         with V.graph.set_current_device(torch.device("cpu")):
             super().codegen_node(node)
 
-    def define_kernel(self, src_code: str, nodes: Sequence, kernel_args: KernelArgs | None = None) -> str:
+    def define_kernel(self, src_code: str, nodes: Sequence, kernel_args: Any = None) -> str:
+        # Inductor's own definition, which the wrapper turns into a device kernel's (wrapper.py).
         wrapper = V.graph.wrapper_code
-        if src_code in wrapper.src_to_kernel:  # an identical kernel earlier in this graph
-            return wrapper.src_to_kernel[src_code]
-        fused_name = get_fused_kernel_name(nodes, config.cpp.descriptive_names) if config.cpp.descriptive_names else ""
-        kernel_name = "_".join(["cpp", fused_name, wrapper.next_kernel_suffix()])
-        wrapper.src_to_kernel[src_code] = kernel_name
-
-        args = self.kernel_group.args if kernel_args is None else kernel_args
-        _, _, arg_types = args.cpp_argdefs()
-        source = (
-            src_code.replace(str(Placeholder.KERNEL_NAME), "kernel")
-            .replace(str(Placeholder.DESCRIPTIVE_NAME), kernel_name)
-            .replace("#pragma CMT", "//")
-        )
-        source += kernel_entry(kernel_name, "kernel", arg_types)
-        wrapper.define_kernel(
-            kernel_name,
-            f"compile_kernel(async_compile, {kernel_name!r}, {len(arg_types)}, r'''\n{source}''')",
-            gpu=False,
-        )
-        return kernel_name
+        if not hasattr(wrapper, "defining_device_kernels"):
+            raise RuntimeError(
+                f"torch.compile: a {type(wrapper).__name__} wrapper cannot run foo kernels "
+                "(the graph's wrapper is not the device's)"
+            )
+        with wrapper.defining_device_kernels():
+            return super().define_kernel(src_code, nodes, kernel_args)

@@ -18,13 +18,21 @@ wrapper (``cpp_wrapper``, AOTInductor), whose generated C++ would call the devic
 C shim, which has no entries for a PrivateUse1 device.
 """
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from torch._inductor import config
-from torch._inductor.codegen.common import DeviceOpOverrides
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
-from torch._inductor.stream_utils import DEFAULT_STREAM_IDX, get_stream_name
-from torch._inductor.virtualized import V
+from .. import _compat
+from .scheduling import device_kernel_definition
+
+config = _compat.resolve("inductor.config")
+DeviceOpOverrides = _compat.resolve("inductor.DeviceOpOverrides")
+PythonWrapperCodegen = _compat.resolve("inductor.PythonWrapperCodegen")
+SubgraphPythonWrapperCodegen = _compat.resolve("inductor.SubgraphPythonWrapperCodegen")
+DEFAULT_STREAM_IDX = _compat.resolve("inductor.DEFAULT_STREAM_IDX")
+get_stream_name = _compat.resolve("inductor.get_stream_name")
+V = _compat.resolve("inductor.V")
+_EXTERNAL_OBJECT = _compat.touchpoint("inductor.get_external_object_by_index")
 
 _DEVICE_TYPE = "foo"
 _MODULE = "torch_foo"
@@ -36,6 +44,27 @@ class _DeviceKernelCalls:
     def write_header(self) -> None:
         super().write_header()
         self.imports.writeline(f"from {_MODULE}._inductor.kernels import compile_kernel, launch_kernel")
+
+    @contextlib.contextmanager
+    def defining_device_kernels(self) -> Iterator[None]:
+        """While the device's scheduling defines a kernel: its definition becomes a device kernel's."""
+        self.__dict__["_device_kernels"] = self.__dict__.get("_device_kernels", 0) + 1
+        try:
+            yield
+        finally:
+            self.__dict__["_device_kernels"] -= 1
+
+    def define_kernel(
+        self,
+        kernel_name: str,
+        kernel_body: str,
+        metadata: str | None = None,
+        gpu: bool = True,
+        cpp_definition: str | None = None,
+    ) -> None:
+        if self.__dict__.get("_device_kernels"):
+            kernel_body = device_kernel_definition(kernel_name, kernel_body)
+        super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
 
     def _generate_kernel_call_helper(
         self, kernel_name: str, call_args: list[str], *, device=None, triton=True, **kwargs: Any
@@ -57,9 +86,9 @@ class _DeviceKernelCalls:
                 device = V.graph.get_current_device_or_throw()
                 self.writeline(f"{name} = torch.{_DEVICE_TYPE}.current_stream({device.index or 0})")
             else:  # a stream the compiled code created or received
-                self.add_import_once("from torch._dynamo.graph_bytecode_inputs import get_external_object_by_index")
+                self.add_import_once(f"from {_EXTERNAL_OBJECT.module} import {_EXTERNAL_OBJECT.attribute}")
                 user_object = V.graph.scheduler.stream_idx_to_user_obj_idx[stream_idx]
-                self.writeline(f"{name} = get_external_object_by_index({user_object})")
+                self.writeline(f"{name} = {_EXTERNAL_OBJECT.attribute}({user_object})")
         return super().codegen_cuda_stream_enter(stream_idx)
 
     def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False) -> str:

@@ -207,8 +207,9 @@ struct Div {
 
 // out = a + alpha * b over contiguous float or double arrays with the processor's fused
 // multiply-add instructions, where it has them: std::fma compiled for the baseline x86-64 is a
-// library call per element (an optimizer's p.add_(g, alpha=-lr) ran 20 times slower than the
-// CPU's vectorised kernel). The same single rounding, so the same results.
+// library call per element (an optimizer's p.add_(g, alpha=-lr) ran many times slower than the
+// CPU's vectorised kernel: the template's docs/device/performance.md). The same single rounding,
+// so the same results.
 #if defined(__x86_64__) && defined(__GNUC__)
 template <typename T>
 __attribute__((target("avx2,fma"))) void fused_add(T* out, const T* a, const T* b, T alpha, int64_t n) {

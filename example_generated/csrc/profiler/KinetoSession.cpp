@@ -1,42 +1,21 @@
-// Profiler: what the device did, in PyTorch's profilers.
+// The device timeline of torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1]).
 //
-// PyTorch calls two things here:
-//
-//  - torch.profiler.profile(activities=[..., ProfilerActivity.PrivateUse1]) runs Kineto, which
-//    asks the activity profiler registered with REGISTER_PRIVATEUSE1_PROFILER for a session when a
-//    trace is prepared, starts and stops it with the trace, tells it the correlation id of every
-//    operator and record_function range while they run on a host thread (push/pop), and at the end
-//    has it log its activities, handing it a lookup from correlation id to the operator's activity.
-//    The session turns the runtime's tracing records (csrc/runtime/tracing.h) into Kineto
-//    activities: a track per device stream with kernels, copies and fills, each linked to the
-//    operator that launched it (which gives key_averages() its device times), the runtime calls
-//    and host waits on the host threads, and a span per record_function range on each stream.
-//  - torch.autograd.profiler.profile(use_device="foo") without Kineto records a device event on the
-//    current stream before and after every operator through the ProfilerStubs registered with
-//    registerPrivateUse1Methods, and reads the time between them as the operator's device time.
+// Kineto asks the activity profiler registered here with REGISTER_PRIVATEUSE1_PROFILER for a session
+// when a trace is prepared, starts and stops it with the trace, tells it the correlation id of every
+// operator and record_function range while they run on a host thread (push/pop), and at the end has
+// it log its activities, handing it a lookup from correlation id to the operator's activity. The
+// session turns the runtime's tracing records (csrc/runtime/tracing.h) into Kineto activities: a
+// track per device stream with kernels, copies and fills, each linked to the operator that launched
+// it (which gives key_averages() its device times), the runtime calls and host waits on the host
+// threads, and a span per record_function range on each stream. (The legacy profiler,
+// torch.autograd.profiler.profile(use_device=...), is LegacyProfiler.cpp.)
 //
 // A real device keeps this file: its driver implements tracing.h from its own tracing hardware
-// and timestamps, and the events of runtime.h, which is all this file uses.
+// and timestamps, which is all this file uses.
 //
-// Kineto's headers declare the interfaces only with USE_KINETO, which the torch wheels are built
-// with. It is defined here, for this translation unit only (nothing else includes those headers);
-// csrc/profiler/CMakeLists.txt adds the kineto include directory.
-#define USE_KINETO 1
-// Kineto's activities format their metadata with fmt, whose compiled part libtorch does not export:
-// use fmt's header-only build in this file.
-#define FMT_HEADER_ONLY 1
-
-#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
-#include <torch/csrc/profiler/stubs/base.h>
-
-#include <GenericTraceActivity.h>
-#include <IActivityProfiler.h>
-#include <ThreadUtil.h>
-#include <libkineto.h>
-#include <output_base.h>
-
-#include <c10/core/DeviceGuard.h>
-#include <c10/util/ApproximateClock.h>
+// PyTorch's profiler API for PrivateUse1 and Kineto are private headers that need configuration
+// macros: compat/Kineto.h includes them configured (first: the macros configure every header after).
+#include "../compat/Kineto.h"
 
 #include <algorithm>
 #include <chrono>
@@ -47,10 +26,8 @@
 #include <tuple>
 #include <vector>
 
-#include "../runtime/tracing.h"
-#include "../core/Device.h"
 #include "../core/Exception.h"
-#include "../core/Stream.h"
+#include "../runtime/tracing.h"
 
 namespace torch_foo {
 namespace {
@@ -77,14 +54,30 @@ struct ClockPair {
   }
 };
 
-// The runtime record kinds that serve each Kineto activity type.
-const std::pair<ActivityType, fooActivityKind> kActivityKinds[] = {
+// The Kineto activity type of each kind of runtime record (event records have none: they mark
+// points, and CUDA traces leave them out too). Both directions read this one table: configure()
+// enables the kinds of the types a trace asks for, processTrace() gives each record its type.
+struct KindType {
+  ActivityType type;
+  fooActivityKind kind;
+};
+constexpr KindType kKindTypes[] = {
     {ActivityType::CONCURRENT_KERNEL, fooActivityKindKernel},
     {ActivityType::GPU_MEMCPY, fooActivityKindMemcpy},
     {ActivityType::GPU_MEMSET, fooActivityKindMemset},
     {ActivityType::PRIVATEUSE1_RUNTIME, fooActivityKindRuntime},
     {ActivityType::PRIVATEUSE1_RUNTIME, fooActivityKindSynchronization},
 };
+
+// The activity type of a record of `kind`; nullptr for kinds a trace leaves out.
+const ActivityType* activity_type(fooActivityKind kind) {
+  for (const auto& entry : kKindTypes) {
+    if (entry.kind == kind) {
+      return &entry.type;
+    }
+  }
+  return nullptr;
+}
 
 class DeviceTraceSession final : public libkineto::IActivityProfilerSession {
  public:
@@ -244,17 +237,11 @@ void DeviceTraceSession::processTrace(
       continue; // outside the trace window (a profiler schedule's warm-up, say)
     }
     const bool on_host = r.kind == fooActivityKindRuntime || r.kind == fooActivityKindSynchronization;
-    static const ActivityType device_types[] = {
-        ActivityType::PRIVATEUSE1_RUNTIME,
-        ActivityType::CONCURRENT_KERNEL,
-        ActivityType::GPU_MEMCPY,
-        ActivityType::GPU_MEMSET,
-        ActivityType::PRIVATEUSE1_RUNTIME,
-        ActivityType::CONCURRENT_KERNEL};
-    if (r.kind == fooActivityKindEvent) {
-      continue; // event records mark points; CUDA traces leave them out too
+    const ActivityType* type = activity_type(r.kind);
+    if (type == nullptr) {
+      continue; // event records
     }
-    auto& a = add(device_types[r.kind], r.name != nullptr ? r.name : "");
+    auto& a = add(*type, r.name != nullptr ? r.name : "");
     a.startTime = start;
     a.endTime = end;
     a.id = static_cast<int32_t>(r.correlationId);
@@ -343,7 +330,7 @@ class DeviceActivityProfiler final : public libkineto::IActivityProfiler {
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
       const std::set<ActivityType>& activity_types, const libkineto::Config& /*config*/) override {
     std::set<fooActivityKind> kinds;
-    for (const auto& [type, kind] : kActivityKinds) {
+    for (const auto& [type, kind] : kKindTypes) {
       if (activity_types.count(type) != 0) {
         kinds.insert(kind);
       }
@@ -376,85 +363,6 @@ class DeviceActivityProfiler final : public libkineto::IActivityProfiler {
       ActivityType::GPU_USER_ANNOTATION,
       ActivityType::PRIVATEUSE1_RUNTIME};
 };
-
-using DeviceEvent = std::remove_pointer_t<fooEvent_t>;
-
-// The legacy profiler's device timing: an event recorded on the current stream at each operator's
-// start and end, the elapsed time between them read after the profile. Nothing here may throw
-// (PyTorch calls it from RecordFunction callbacks): a failed record leaves an empty event, whose
-// elapsed time is 0.
-struct LegacyProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
-  void record(
-      c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event, int64_t* cpu_ns) const override {
-    int current = 0;
-    (void)fooGetDevice(&current);
-    if (device != nullptr) {
-      *device = static_cast<c10::DeviceIndex>(current);
-    }
-    fooEvent_t handle = nullptr;
-    if (fooEventCreate(&handle) == fooSuccess) {
-      *event = std::shared_ptr<DeviceEvent>(handle, [](DeviceEvent* e) { (void)fooEventDestroy(e); });
-    }
-    if (cpu_ns != nullptr) {
-      *cpu_ns = c10::getTime();
-    }
-    if (handle != nullptr) {
-      try {
-        (void)fooEventRecord(handle, current_stream());
-      } catch (...) {
-      }
-    }
-  }
-
-  // Microseconds between two recorded events, once the device has reached both.
-  float elapsed(
-      const torch::profiler::impl::ProfilerVoidEventStub* start,
-      const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
-    if (start == nullptr || end == nullptr || *start == nullptr || *end == nullptr) {
-      return 0;
-    }
-    auto* a = static_cast<fooEvent_t>(start->get());
-    auto* b = static_cast<fooEvent_t>(end->get());
-    float ms = 0;
-    if (fooEventSynchronize(a) != fooSuccess || fooEventSynchronize(b) != fooSuccess ||
-        fooEventElapsedTime(&ms, a, b) != fooSuccess) {
-      return 0;
-    }
-    return ms * 1000.0f;
-  }
-
-  // Markers and ranges for a device's own tools (CUDA sends them to NVTX); the emulated device has none.
-  void mark(const char* /*name*/) const override {}
-  void rangePush(const char* /*name*/) const override {}
-  void rangePop() const override {}
-
-  void onEachDevice(std::function<void(int)> op) const override {
-    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
-      const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, i));
-      op(i);
-    }
-  }
-
-  void synchronize() const override {
-    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
-      int initialized = 0;
-      if (fooDeviceIsInitialized(i, &initialized) == fooSuccess && initialized != 0) {
-        const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, i));
-        FOO_CHECK(fooDeviceSynchronize());
-      }
-    }
-  }
-
-  bool enabled() const override {
-    return true;
-  }
-};
-
-const bool profiler_stubs_registered = [] {
-  static LegacyProfilerStubs stubs;
-  torch::profiler::impl::registerPrivateUse1Methods(&stubs);
-  return true;
-}();
 
 REGISTER_PRIVATEUSE1_PROFILER(DeviceActivityProfiler);
 

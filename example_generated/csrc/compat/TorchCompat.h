@@ -1,0 +1,49 @@
+// Every private PyTorch C++ API the extension uses goes through csrc/compat/ (the Python side:
+// torch_foo/_compat.py; docs/integration/compat.md in the template repository lists both).
+//
+// "Private" here means headers under torch/csrc/ that are libtorch's or libtorch_python's internals
+// (not the C++ frontend, not a documented backend extension point), macros a header needs that the
+// wheel does not define, and symbols declared by hand because their header cannot be included. Each
+// one is named below with the public alternative that torch 2.13 lacks, and checked at
+// compile time where that is possible (an #error naming the touchpoint when torch moved it).
+//
+// Touchpoints (header: what for; the public alternative that does not exist yet):
+//
+//  - compat/Kineto.h, for csrc/profiler/: REGISTER_PRIVATEUSE1_PROFILER
+//    (torch/csrc/profiler/standalone/privateuse1_profiler.h), the Kineto interfaces it takes
+//    (libkineto::IActivityProfiler, shipped in the wheel's include/kineto) and ProfilerStubs with
+//    registerPrivateUse1Methods (torch/csrc/profiler/stubs/base.h). The headers need USE_KINETO,
+//    which the wheels are built with but do not export, and fmt's header-only build (libtorch does
+//    not export fmt). Missing: a PrivateUse1 profiler API in a public header that carries its
+//    configuration.
+//  - compat/PythonBindings.h, for csrc/python/Module.cpp: THPEvent (torch/csrc/Event.h: the c10::Event
+//    inside a torch.Event), THPGenerator_initDefaultGenerator (torch/csrc/Generator.h: wraps a
+//    device's default generator for Python), CapturedTraceback (torch/csrc/profiler/combined_traceback.h:
+//    the stacks of the memory history), wrap_pybind_function_no_gil (torch/csrc/utils/pybind.h), and
+//    torch::installCapturedTracebackPython, declared by hand: its header,
+//    torch/csrc/profiler/python/combined_traceback.h, includes nlohmann/json, which the wheels lack.
+//    Missing: a public C++ API to unwrap torch.Event / wrap a torch.Generator, and a public capture
+//    of Python stacks for a device's memory history (CUDA's is built into torch).
+//  - compat/Serialization.h, for csrc/core/BackendMeta.cpp: torch::jit::TensorBackendMetaRegistry
+//    (torch/csrc/jit/serialization/pickler_helper.h), the PrivateUse1-only hook that saves a tensor's
+//    backend metadata with torch.save. Missing: a public header for it.
+//
+// Documented backend extension points, used directly (PyTorch's PrivateUse1 and accelerator
+// documentation names them; their headers are internal-looking but they are the intended API):
+// c10::impl::DeviceGuardImplInterface with C10_REGISTER_GUARD_IMPL (core/GuardImpl.cpp),
+// at::PrivateUse1HooksInterface (core/Hooks.cpp), REGISTER_PRIVATEUSE1_DISPATCH
+// (ATen/native/DispatchStub.h, families/Attention.cpp), at::native::cpu_fallback (aten/Fallback),
+// c10d::Backend and c10d::Work (torch/csrc/distributed/c10d/, csrc/distributed/: the custom c10d
+// backend tutorial's API),
+// c10::CachingDeviceAllocator and at::CachingHostAllocator (core/).
+//
+// The compiled-kernel ABI (what code generated at run time declares) is stated once too:
+// csrc/compile/CompiledKernels.h says how.
+#pragma once
+
+// The torch release these touchpoints were checked against (torch_foo._compat.CHECKED_WITH).
+#define FOO_TORCH_CHECKED_WITH "2.13.0"
+
+// Stringizes its argument after macro expansion.
+#define FOO_STRINGIZE_(...) #__VA_ARGS__
+#define FOO_STRINGIZE(...) FOO_STRINGIZE_(__VA_ARGS__)

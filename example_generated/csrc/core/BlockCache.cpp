@@ -1,0 +1,370 @@
+// The caching allocator's blocks (BlockCache.h says how the cache works): best fit per stream,
+// splitting and merging, uses on other streams, and giving whole segments back to the runtime.
+#include "BlockCache.h"
+
+#include <algorithm>
+
+#include <c10/core/DeviceGuard.h>
+
+#include "Exception.h"
+#include "Stream.h"
+
+namespace torch_foo::allocator {
+namespace {
+
+size_t round_up(size_t n, size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+} // namespace
+
+BlockCache& BlockCache::instance() {
+  static auto* cache = new BlockCache();
+  return *cache;
+}
+
+Block* BlockCache::malloc_block(
+    c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, std::shared_ptr<c10::GatheredContext> context) {
+  if (nbytes > (size_t{1} << 62)) {
+    raise_out_of_memory(device, nbytes, 0, 0, "");
+  }
+  const size_t size = round_up(nbytes, kMinBlockSize);
+  const bool small = size <= kSmallSize;
+  std::unique_lock<std::mutex> lock(mutex_);
+  DeviceCache& cache = caches_[device];
+  process_pending_uses();
+  Block* block = take_free_block(cache, stream, size, small);
+  if (block == nullptr) {
+    block = new_segment(lock, device, stream, size, small, nbytes);
+    note(memory_history::Action::SegmentAlloc, block, block->size, context);
+  }
+  split(cache, block, size);
+  block->allocated = true;
+  block->requested = nbytes;
+  allocated_.emplace(block->ptr, block);
+  DeviceStats& s = cache.stats;
+  add(s.allocation, small, 1);
+  add(s.allocated_bytes, small, static_cast<int64_t>(block->size));
+  add(s.active, small, 1);
+  add(s.active_bytes, small, static_cast<int64_t>(block->size));
+  add(s.requested_bytes, small, static_cast<int64_t>(nbytes));
+  note(memory_history::Action::Alloc, block, nbytes, context);
+  report_usage(block, static_cast<int64_t>(block->size));
+  block->context = std::move(context);
+  return block;
+}
+
+// The smallest free block of `stream` that fits, taken out of its pool.
+Block* BlockCache::take_free_block(DeviceCache& cache, c10::StreamId stream, size_t size, bool small) {
+  FreeBlocks& pool = cache.pool(small);
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) {
+    return nullptr;
+  }
+  Block* block = *it;
+  pool.erase(it);
+  if (block->is_split()) {
+    add(cache.stats.inactive_split, small, -1);
+    add(cache.stats.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
+  }
+  return block;
+}
+
+Block* BlockCache::new_segment(
+    std::unique_lock<std::mutex>& lock,
+    c10::DeviceIndex device,
+    c10::StreamId stream,
+    size_t size,
+    bool small,
+    size_t nbytes) {
+  DeviceCache& cache = caches_[device];
+  size_t segment = small ? kSmallSegment : round_up(size, kLargeRound);
+  void* ptr = device_malloc(device, segment);
+  if (ptr == nullptr) {
+    ++cache.stats.num_alloc_retries;
+    release_cached_blocks(lock);
+    ptr = device_malloc(device, segment);
+  }
+  if (ptr == nullptr && segment > size) {
+    segment = size; // a nearly full device: a segment of exactly the (rounded) request
+    ptr = device_malloc(device, segment);
+  }
+  if (ptr == nullptr) {
+    // The runtime's own words, unless the fraction refused the request before the runtime saw it.
+    const std::string reason = over_fraction(device, segment) ? "" : fooGetLastErrorMessage();
+    ++cache.stats.num_ooms;
+    const auto allocated = cache.stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    const auto reserved = cache.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+    const size_t limit = fractions_[device] < 1.0 ? limits_[device] : 0;
+    lock.unlock();
+    raise_out_of_memory(device, nbytes, static_cast<size_t>(allocated), static_cast<size_t>(reserved), reason, limit);
+  }
+  ++cache.stats.num_device_alloc;
+  add(cache.stats.segment, small, 1);
+  add(cache.stats.reserved_bytes, small, static_cast<int64_t>(segment));
+  auto* block = new Block();
+  block->device = device;
+  block->stream = stream;
+  block->small = small;
+  block->size = segment;
+  block->ptr = ptr;
+  return block;
+}
+
+// A Block for the rest of a split one: a merge gives its Block back to spare_blocks_, so that a
+// small operator's allocation and free (a split, then a merge) make no heap allocation of their
+// own. Caller holds mutex_.
+Block* BlockCache::spare_block() {
+  if (spare_blocks_.empty()) {
+    return new Block();
+  }
+  Block* block = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  *block = Block();
+  return block;
+}
+
+// Leaves `size` bytes in `block` and returns the rest to the pool, if the rest is worth keeping
+// apart: any 512 bytes in the small pool, more than 1 MiB in the large one.
+void BlockCache::split(DeviceCache& cache, Block* block, size_t size) {
+  const size_t rest = block->size - size;
+  if (block->small ? rest < kMinBlockSize : rest <= kSmallSize) {
+    return;
+  }
+  Block* remainder = spare_block();
+  remainder->device = block->device;
+  remainder->stream = block->stream;
+  remainder->small = block->small;
+  remainder->size = rest;
+  remainder->ptr = static_cast<char*>(block->ptr) + size;
+  remainder->prev = block;
+  remainder->next = block->next;
+  if (block->next != nullptr) {
+    block->next->prev = remainder;
+  }
+  block->next = remainder;
+  block->size = size;
+  cache.pool(block->small).insert(remainder);
+  add(cache.stats.inactive_split, block->small, 1);
+  add(cache.stats.inactive_split_bytes, block->small, static_cast<int64_t>(rest));
+}
+
+void BlockCache::free(void* ptr) {
+  auto context = memory_history::context_for(memory_history::Action::FreeRequested); // before the lock
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) {
+    return;
+  }
+  Block* block = it->second;
+  allocated_.erase(it);
+  DeviceStats& s = caches_[block->device].stats;
+  add(s.allocation, block->small, -1);
+  add(s.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
+  add(s.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
+  note(memory_history::Action::FreeRequested, block, block->requested, std::move(context));
+  report_usage(block, -static_cast<int64_t>(block->size));
+  block->allocated = false;
+  if (!block->uses.empty()) {
+    record_uses(block);
+  }
+  if (block->pending_uses == 0) {
+    make_free(block);
+  }
+}
+
+void BlockCache::record_stream(void* ptr, c10::Stream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = allocated_.find(ptr);
+  TORCH_INTERNAL_ASSERT(it != allocated_.end(), "record_stream: unknown foo allocation");
+  Block* block = it->second;
+  if (stream.device_index() == block->device && stream.id() == block->stream) {
+    return; // its own stream: ordered anyway
+  }
+  if (std::find(block->uses.begin(), block->uses.end(), stream) == block->uses.end()) {
+    block->uses.push_back(stream);
+  }
+}
+
+void BlockCache::empty_cache() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  release_cached_blocks(lock);
+}
+
+// Records an event on every other stream that used `block`; it is reused once they complete.
+// Called from deleters, so it reports nothing: if an event cannot be recorded, it waits.
+void BlockCache::record_uses(Block* block) noexcept {
+  int previous = 0;
+  (void)fooGetDevice(&previous);
+  for (const c10::Stream& stream : block->uses) {
+    fooStream_t handle = nullptr;
+    try {
+      handle = native_stream(stream); // exists: recordStream() created it
+    } catch (...) {
+      continue;
+    }
+    (void)fooSetDevice(stream.device_index());
+    fooEvent_t event = nullptr;
+    if (fooEventCreateWithFlags(&event, fooEventDisableTiming) == fooSuccess &&
+        fooEventRecord(event, handle) == fooSuccess) {
+      pending_.push_back({event, block});
+      ++block->pending_uses;
+    } else {
+      if (event != nullptr) {
+        (void)fooEventDestroy(event);
+      }
+      (void)fooStreamSynchronize(handle);
+    }
+  }
+  block->uses.clear();
+  (void)fooSetDevice(previous);
+}
+
+// Returns a block to its pool, merged with its free neighbours.
+void BlockCache::make_free(Block* block) {
+  note(memory_history::Action::FreeCompleted, block, block->requested);
+  block->requested = 0;
+  block->context.reset();
+  DeviceCache& cache = caches_[block->device];
+  DeviceStats& s = cache.stats;
+  const bool small = block->small;
+  add(s.active, small, -1);
+  add(s.active_bytes, small, -static_cast<int64_t>(block->size));
+  FreeBlocks& pool = cache.pool(small);
+  for (Block* neighbour : {block->prev, block->next}) {
+    if (neighbour == nullptr || !neighbour->is_free()) {
+      continue;
+    }
+    pool.erase(neighbour);
+    add(s.inactive_split, small, -1);
+    add(s.inactive_split_bytes, small, -static_cast<int64_t>(neighbour->size));
+    Block* first = neighbour == block->prev ? neighbour : block;
+    Block* second = neighbour == block->prev ? block : neighbour;
+    first->size += second->size;
+    first->next = second->next;
+    if (second->next != nullptr) {
+      second->next->prev = first;
+    }
+    spare_blocks_.push_back(second);
+    block = first;
+  }
+  if (block->is_split()) {
+    add(s.inactive_split, small, 1);
+    add(s.inactive_split_bytes, small, static_cast<int64_t>(block->size));
+  }
+  pool.insert(block);
+}
+
+// Frees the blocks whose recorded uses have completed (oldest first). Caller holds mutex_.
+void BlockCache::process_pending_uses() {
+  while (!pending_.empty()) {
+    const PendingUse use = pending_.front();
+    if (fooEventQuery(use.event) == fooErrorNotReady) {
+      break;
+    }
+    pending_.pop_front();
+    finish_use(use);
+  }
+}
+
+void BlockCache::finish_use(const PendingUse& use) {
+  (void)fooEventDestroy(use.event);
+  if (--use.block->pending_uses == 0) {
+    make_free(use.block);
+  }
+}
+
+// Waits for blocks held back by recorded uses, then gives every whole free segment back to the
+// runtime. Caller holds `lock`; it is released while waiting and freeing (which synchronises).
+void BlockCache::release_cached_blocks(std::unique_lock<std::mutex>& lock) {
+  std::deque<PendingUse> waiting;
+  waiting.swap(pending_);
+  if (!waiting.empty()) {
+    lock.unlock();
+    for (const PendingUse& use : waiting) {
+      (void)fooEventSynchronize(use.event);
+    }
+    lock.lock();
+    for (const PendingUse& use : waiting) {
+      ++caches_[use.block->device].stats.num_sync_all_streams;
+      finish_use(use);
+    }
+  }
+  std::vector<Block*> segments;
+  for (DeviceCache& cache : caches_) {
+    for (FreeBlocks* pool : {&cache.small, &cache.large}) {
+      for (auto it = pool->begin(); it != pool->end();) {
+        Block* block = *it;
+        if (block->is_split()) {
+          ++it;
+          continue;
+        }
+        it = pool->erase(it);
+        add(cache.stats.segment, block->small, -1);
+        add(cache.stats.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+        ++cache.stats.num_device_free;
+        note(memory_history::Action::SegmentFree, block, block->size);
+        segments.push_back(block);
+      }
+    }
+  }
+  if (segments.empty()) {
+    return;
+  }
+  lock.unlock();
+  fooError_t error = fooSuccess;
+  for (Block* block : segments) {
+    const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, block->device));
+    const fooError_t result = fooFree(block->ptr);
+    error = error == fooSuccess ? result : error;
+    delete block;
+  }
+  lock.lock();
+  FOO_CHECK(error);
+}
+
+// Every segment and its blocks, by device and address (memory snapshots).
+std::vector<SegmentInfo> BlockCache::segments() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::set<std::pair<c10::DeviceIndex, Block*>> heads; // first block of each segment
+  const auto add_segment_of = [&](Block* block) {
+    while (block->prev != nullptr) {
+      block = block->prev;
+    }
+    heads.emplace(block->device, block);
+  };
+  for (DeviceCache& cache : caches_) {
+    for (FreeBlocks* pool : {&cache.small, &cache.large}) {
+      std::for_each(pool->begin(), pool->end(), add_segment_of);
+    }
+  }
+  for (const auto& [ptr, block] : allocated_) {
+    add_segment_of(block);
+  }
+  for (const PendingUse& use : pending_) {
+    add_segment_of(use.block);
+  }
+  std::vector<SegmentInfo> result;
+  for (const auto& [device, head] : heads) {
+    SegmentInfo segment;
+    segment.device = device;
+    segment.address = reinterpret_cast<uintptr_t>(head->ptr);
+    segment.stream = head->stream;
+    segment.small = head->small;
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      const bool active = b->allocated || b->pending_uses > 0;
+      segment.blocks.push_back({b->size, b->requested, b->allocated, active, b->context});
+      segment.total_size += b->size;
+      segment.allocated_size += b->allocated ? b->size : 0;
+      segment.active_size += active ? b->size : 0;
+      segment.requested_size += active ? b->requested : 0;
+    }
+    result.push_back(std::move(segment));
+  }
+  return result;
+}
+
+} // namespace torch_foo::allocator

@@ -1,0 +1,194 @@
+"""The private torch API the package uses (torch_foo/_compat.py): the self-test passes with the
+installed torch, fails naming the touchpoint and the torch version when one is missing or changed
+shape, and the replacements that remain are scoped to the device."""
+
+import inspect
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import torch_foo
+from torch_foo import _compat
+
+DEVICE = "foo"
+
+
+@pytest.mark.parametrize("feature", _compat.FEATURES)
+def test_every_touchpoint_exists_with_the_shape_the_package_uses(feature):
+    assert _compat.problems(feature) == {}
+
+
+def test_every_touchpoint_says_what_it_is_and_what_public_api_is_missing():
+    assert len({t.name for t in _compat.TOUCHPOINTS}) == len(_compat.TOUCHPOINTS)
+    for touchpoint in _compat.TOUCHPOINTS:
+        assert touchpoint.what and touchpoint.public_alternative, touchpoint.name
+        assert touchpoint.kind in ("callable", "class", "value", "module"), touchpoint.name
+        assert _compat.resolve(touchpoint.name) is not None
+
+
+# Underscored, but documented as public API: https://pytorch.org/docs/stable/generated/torch._check.html
+DOCUMENTED = {"torch._check"}
+
+
+def test_the_package_touches_private_torch_api_only_through_compat():
+    """Outside _compat.py, no module of the package imports or reads a private torch module or name."""
+    root = Path(torch_foo.__file__).parent
+    private = re.compile(r"\btorch(?:\.\w+)*\._[a-z]\w*|from torch\S* import [^\n]*\b_[a-z]")
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "_compat.py":
+            continue
+        code = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+        code = re.sub(r'"""(.*?)"""', "", code, flags=re.S)  # docstrings name the touchpoints
+        offenders += [f"{path.relative_to(root)}: {m}" for m in private.findall(code) if m not in DOCUMENTED]
+    assert offenders == []
+
+
+def test_a_missing_touchpoint_is_named_with_the_torch_version(monkeypatch):
+    from torch._inductor.codegen import common
+
+    monkeypatch.delattr(common, "register_device_op_overrides")
+    monkeypatch.setattr(_compat, "_checked", set())
+    with pytest.raises(_compat.TorchCompatError) as error:
+        _compat.check("inductor")
+    message = str(error.value)
+    assert error.value.touchpoints == ("inductor.register_device_op_overrides",)
+    assert "torch._inductor.codegen.common.register_device_op_overrides" in message
+    assert f"torch {torch.__version__}" in message and _compat.CHECKED_WITH in message
+    assert "Public alternative:" in message
+
+
+def test_a_changed_signature_is_named(monkeypatch):
+    from torch._inductor.codegen import common
+
+    def register_backend_for_device(device, device_scheduling, device_wrapper_codegen):  # no C++/FX wrappers
+        raise AssertionError("not called by the check")
+
+    monkeypatch.setattr(common, "register_backend_for_device", register_backend_for_device)
+    problems = _compat.problems("inductor")
+    assert list(problems) == ["inductor.register_backend_for_device"]
+    assert "device_cpp_wrapper_codegen" in problems["inductor.register_backend_for_device"]
+
+
+def test_a_changed_format_is_named(monkeypatch):
+    touchpoint = _compat.touchpoint("inductor.cpp_kernel_definition")
+    monkeypatch.setattr(
+        _compat,
+        "_BY_NAME",
+        {**_compat._BY_NAME, touchpoint.name: _compat.dataclasses.replace(touchpoint, source_contains="no such text")},
+    )
+    monkeypatch.setattr(_compat, "TOUCHPOINTS", tuple(_compat._BY_NAME.values()))
+    assert "no such text" in _compat.problems("inductor")["inductor.cpp_kernel_definition"]
+
+
+def test_import_fails_clearly_without_a_core_touchpoint(run_python):
+    result = run_python(
+        """
+        import torch
+        del torch._register_device_module
+        import torch_foo
+        """
+    )
+    assert result.returncode != 0
+    assert "TorchCompatError" in result.stderr
+    assert "core.register_device_module (torch._register_device_module): missing" in result.stderr
+    assert f"torch {torch.__version__}" in result.stderr
+
+
+def test_compile_registration_names_a_missing_touchpoint(run_python):
+    """The compiler's touchpoints are checked when it loads, not at import; a missing one is named in
+    the warning, and torch.compile keeps working for other devices."""
+    result = run_python(
+        """
+        import warnings
+        import torch
+        import torch._inductor.scheduler as scheduler
+        del scheduler.BaseSchedulerNode.is_cpu
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch_foo  # registers now if the scheduler loaded the compiler, else below
+            import torch._inductor.compile_fx
+        print("\\n".join(str(w.message) for w in caught))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "could not register with torch._inductor.compile_fx" in result.stdout
+    name = "inductor.BaseSchedulerNode.is_cpu"
+    assert f"{name} (torch._inductor.scheduler.{name.partition('.')[2]}): missing" in result.stdout
+
+
+def test_import_does_not_load_the_compiler(run_python):
+    result = run_python(
+        """
+        import sys, torch, torch_foo
+        print(sorted(m for m in sys.modules if m.startswith(("torch._dynamo", "torch._inductor"))))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_scheduler_replacement_answers_only_for_the_device():
+    import torch._inductor.compile_fx  # noqa: F401  loading the compiler registers the backend
+    from torch._inductor.scheduler import BaseSchedulerNode
+
+    replacement = BaseSchedulerNode.is_cpu
+    original = inspect.unwrap(replacement)
+    assert original is not replacement, "the device's nodes are not scheduled as C++ kernels"
+
+    def node(device):
+        return SimpleNamespace(get_device=lambda: device)
+
+    for device in (None, torch.device("cpu"), torch.device("meta"), torch.device("cuda", 0)):
+        assert replacement(node(device)) == original(node(device)), device
+    assert replacement(node(torch.device(DEVICE, 0))) is True
+    assert original(node(torch.device(DEVICE, 0))) is False
+    _compat.schedule_device_nodes_as_cpp(DEVICE)  # again: changes nothing
+    assert BaseSchedulerNode.is_cpu is replacement
+
+
+def test_only_the_device_classes_are_added_to_dynamos_in_graph_classes():
+    import torch._dynamo  # noqa: F401  registers the device interface
+
+    in_graph = _compat.resolve("dynamo.in_graph_classes")()
+    added = {cls for cls in in_graph if cls.__module__.startswith("torch_foo")}
+    assert added == {torch.foo.Stream, torch.foo.Event}
+
+
+def test_the_kernel_parameter_slot_comes_from_the_extension():
+    from torch_foo import _C
+    from torch_foo._inductor.scheduling import KERNEL_ABI
+
+    declaration = _C._compiled_kernel_abi()
+    assert re.search(r"union fooKernelParam \{.*\};", declaration)
+    assert KERNEL_ABI.endswith(declaration)
+
+
+def test_distributed_registration_names_a_missing_touchpoint(run_python):
+    result = run_python(
+        """
+        import warnings
+        import torch, torch.distributed as dist
+        setter = vars(dist.ProcessGroup)["_set_default_backend"]  # the descriptor, which binds self
+        del dist.ProcessGroup._set_default_backend
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch_foo
+        print("\\n".join(str(w.message) for w in caught))
+        dist.ProcessGroup._set_default_backend = setter  # torch's own init_process_group needs it
+        store = dist.HashStore()
+        try:
+            dist.init_process_group("fooccl", store=store, rank=0, world_size=1)
+        except Exception as error:
+            print(type(error).__name__, error)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    touchpoint = "ProcessGroup._set_default_backend"
+    name = f"distributed.{touchpoint} (torch.distributed.{touchpoint}): missing"
+    assert name in result.stdout
+    assert "torch.distributed cannot use fooccl" in result.stdout
+    assert result.stdout.count(name) >= 2, result.stdout  # the warning, then the error of init_process_group
