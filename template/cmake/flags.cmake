@@ -3,9 +3,9 @@
 # The element loops live in the driver and the operator library: those compile at -O3. The layers
 # above check arguments, describe tensors to the library and keep books; most of their compile time
 # is optimising inline code from torch's headers. The layers on every operator's path (core, aten,
-# compile, custom_ops) compile at -O1, the others (families, profiler, distributed, python: off the
-# per-operator path or registration only) at -Og. The template's docs/build-speed.md has the
-# measurements behind each level.
+# compile) compile at -O1, the others (profiler and the module, with the parts it compiles in its own
+# unit: autocast, families, custom_ops, distributed; off the per-operator path or registration only)
+# at -Og. The template's docs/build-speed.md has the measurements behind each level.
 
 # The build type's own flags (-O3 -DNDEBUG for Release, ...) are not used: the levels below are.
 set(CMAKE_BUILD_TYPE "" CACHE STRING "not used: see cmake/flags.cmake" FORCE)
@@ -47,16 +47,41 @@ endfunction()
 # as one translation unit (they stay one file per integration point; a clash of names between two
 # files is a compile error, never a silent change). The macros a file defines to configure torch's
 # headers for itself are undefined after it, so that the next file of the unit starts clean.
-# PCH starts it from csrc/precompiled.h, compiled once for all of them.
+# PCH starts it from the precompiled header of ${NAME}_precompiled (csrc/precompiled.h).
 function(backend_torch_layer target)
   target_link_libraries(${target} PUBLIC torch_headers)
   set_target_properties(${target} PROPERTIES
     UNITY_BUILD ${UNITY}
     UNITY_BUILD_BATCH_SIZE 0
     UNITY_BUILD_CODE_AFTER_INCLUDE "#undef TORCH_ASSERT_ONLY_METHOD_OPERATORS\n#undef AT_PER_OPERATOR_HEADERS")
-  if(PCH AND NOT target STREQUAL "${NAME}_core")
-    target_precompile_headers(${target} REUSE_FROM ${NAME}_core) # core's compiles it first
-  elseif(PCH)
-    target_precompile_headers(${target} PRIVATE ${PROJECT_SOURCE_DIR}/csrc/precompiled.h)
+  if(PCH)
+    target_precompile_headers(${target} REUSE_FROM ${NAME}_precompiled)
+    # GCC ignores a precompiled header built with other flags and parses the headers instead: say so.
+    target_compile_options(${target} PRIVATE -Winvalid-pch)
   endif()
 endfunction()
+
+# backend_module_sources(<target> <source>...): a part of the extension off the per-operator path that
+# registers and checks arguments (autocast, the operator families, the custom operator, the c10d
+# backend): an INTERFACE target whose sources the module compiles (csrc/python/CMakeLists.txt links
+# it), in the module's own unity unit and at its level (-Og). Each torch-using unit parses torch's
+# headers again (5 to 10 s of CPU each; the module's unit includes all of ATen anyway): one unit for all
+# of these parses them once (the template's docs/build-speed.md). Only the module links such a target,
+# so that its sources are compiled once.
+function(backend_module_sources target)
+  add_library(${target} INTERFACE)
+  target_sources(${target} INTERFACE ${ARGN})
+endfunction()
+
+# PCH: the target that compiles csrc/precompiled.h once, before every torch-using target (they reuse
+# it). GCC accepts it in a unit of another optimisation level (-O1 here, -Og or -O3 there: the
+# macros they define are the same); DEBUG and SANITIZE build it with their own flags as everything.
+if(PCH)
+  # A target needs a source for CMake to compile its precompiled header: an empty one, written into
+  # the build directory (file(CONFIGURE) leaves it untouched when it has not changed).
+  file(CONFIGURE OUTPUT precompiled.cpp CONTENT "// compiles csrc/precompiled.h (cmake/flags.cmake)\n")
+  add_library(${NAME}_precompiled OBJECT ${PROJECT_BINARY_DIR}/precompiled.cpp)
+  target_link_libraries(${NAME}_precompiled PRIVATE torch_headers)
+  target_precompile_headers(${NAME}_precompiled PRIVATE ${PROJECT_SOURCE_DIR}/csrc/precompiled.h)
+  backend_optimise(${NAME}_precompiled -O1)
+endif()

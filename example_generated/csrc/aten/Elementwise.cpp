@@ -9,6 +9,9 @@
 // native set, and the cases a kernel here does not take (mixed dtypes, out=), run on the CPU
 // fallback, so every dtype the CPU supports works.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#ifndef AT_PER_OPERATOR_HEADERS
+#define AT_PER_OPERATOR_HEADERS // ATen/ExpandUtils.h: per-operator headers, not ATen/Functions.h
+#endif
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
 #include <ATen/ExpandUtils.h>

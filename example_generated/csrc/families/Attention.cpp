@@ -13,6 +13,9 @@
 // reserves dropout's random numbers from the device generator, and calls the operator library
 // (csrc/kernels/attention.h: on hardware, the vendor's flash-attention).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#ifndef AT_PER_OPERATOR_HEADERS
+#define AT_PER_OPERATOR_HEADERS // ATen/ExpandUtils.h: per-operator headers, not ATen/Functions.h
+#endif
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
