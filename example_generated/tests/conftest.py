@@ -2,6 +2,7 @@
 
 import gc
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -77,6 +78,36 @@ rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 """
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a store or rendezvous that ranks
+    started later will bind. It lies below the kernel's ephemeral range
+    (/proc/sys/net/ipv4/ip_local_port_range): a port that bind(0) handed out is free again once the
+    probe closes, and any connection made before the rank binds it (gloo's, another test's) can get
+    it as its local port, so the rank's bind fails with "address already in use". Below the range
+    only an explicit bind takes a port; the choice is random, so that tests running in parallel
+    processes do not try the same ports in the same order, and no port is given twice in a process."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default; other systems have their own ranges, mostly above this
+    generator = random.Random()
+    for _ in range(200):
+        port = generator.randrange(10000, max(low, 10001))
+        if port in _PORTS_GIVEN:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_GIVEN.add(port)
+        return port
+    raise RuntimeError(f"no free TCP port between 10000 and {low} on 127.0.0.1")
+
+
 @pytest.fixture
 def run_ranks(tmp_path):
     """run_ranks(*code, world_size=2, timeout=180, check=True, **env) runs the pieces of `code` (each
@@ -90,9 +121,7 @@ def run_ranks(tmp_path):
     def run(*code: str, world_size: int = 2, timeout: float = 180, check: bool = True, **env: str):
         script = tmp_path / f"ranks{next(runs)}.py"
         script.write_text(RANK_PRELUDE + "".join(textwrap.dedent(piece) for piece in code))
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         processes, logs = [], []
         for rank in range(world_size):
             ranks = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world_size, "LOCAL_WORLD_SIZE": world_size}
