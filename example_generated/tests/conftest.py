@@ -25,7 +25,7 @@ import torch_foo  # noqa: E402,F401
 DEVICE = "foo"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_python():
     """run_python(code, script=None, timeout=300, **env) runs `code` (dedented) in a new interpreter with this
     process's environment updated by `env` (a None value removes a variable) and returns the
