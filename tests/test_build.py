@@ -1,10 +1,11 @@
 """Rendered projects build against the installed torch and pass their own test suites.
 
-The checked-in example is built exactly as committed and runs its whole suite; another name, with an
-underscore in every derived name and non-default answers, is rendered fresh and runs all but the
-tests its suite marks slow (conftest.Builds); every feature variant of copier.yml (checks.variants)
-builds and runs its own suite. A plain name such as npu adds nothing to these: a name written into
-the template where an answer belongs shows in my_accel's build already.
+The checked-in example is built exactly as committed and runs its whole suite; every feature variant of
+copier.yml (checks.variants) builds and runs all but the tests its suite marks slow
+(conftest.Builds). The variants with compiled code of their own are rendered under a second name with
+an underscore in every derived name (checks.ANOTHER_NAME, the minimal one with three devices), so a name
+written into the template where an answer belongs shows in the build of each feature's code. A plain
+name such as npu adds nothing to these.
 
 Each class below is one build (checks.build_group): `make test` runs pytest-xdist with
 `--dist loadscope`, which runs the tests of one class in one worker process, where conftest.Builds
@@ -24,8 +25,7 @@ import checks
 import project
 
 VARIANTS = checks.variants()
-ANOTHER = {"device_count": 3}
-EXAMPLE_GROUP = checks.build_group("foo", {})
+EXAMPLE_GROUP = checks.build_group(checks.EXAMPLE_NAME, {})
 
 
 def check_suite(result: tuple[bool | None, str], what: str) -> None:
@@ -37,7 +37,12 @@ def check_suite(result: tuple[bool | None, str], what: str) -> None:
 
 
 def variants_of(group: str) -> list[str]:
-    return [label for label, answers in VARIANTS.items() if checks.build_group("foo", answers) == group]
+    return [label for label, answers in VARIANTS.items() if checks.build_group(checks.EXAMPLE_NAME, answers) == group]
+
+
+def render_variant(render, label: str):
+    answers = dict(VARIANTS[label])
+    return render(answers.pop("backend_name"), **answers)
 
 
 @pytest.mark.slow
@@ -53,7 +58,7 @@ class TestExample:
 
     @pytest.mark.parametrize("label", variants_of(EXAMPLE_GROUP))
     def test_variant_builds_and_passes(self, render, builds, label):
-        check_suite(builds.build_and_test(render("foo", **VARIANTS[label]), label), f"variant {label!r}")
+        check_suite(builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
 
     # The Hugging Face Trainer recipe (examples/hf_trainer.py) on the example's device, against the same
     # run on the CPU. transformers and accelerate come from requirements-dev.txt; the model is a tiny
@@ -117,26 +122,20 @@ class TestExample:
         assert code != 0 and expected in output, output
 
 
-@pytest.mark.slow
-@pytest.mark.backend("my_accel", **ANOTHER)
-class TestAnotherName:
-    def test_another_name_builds_and_passes(self, render, builds):
-        check_suite(builds.build_and_test(render("my_accel", **ANOTHER), "my_accel"), "my_accel")
-
-
 def variant_build_class(group: str, labels: list[str]) -> type:
     """The test class of one build that only feature variants use (a feature that changes C++ off)."""
 
     @pytest.mark.parametrize("label", labels)
     def test_variant_builds_and_passes(self, render, builds, label):
-        check_suite(builds.build_and_test(render("foo", **VARIANTS[label]), label), f"variant {label!r}")
+        check_suite(builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
 
     name = "TestVariant" + "".join(word.capitalize() for word in re.split(r"[\W_]+", labels[0]))
-    marks = [pytest.mark.slow, pytest.mark.backend("foo", **VARIANTS[labels[0]])]
+    answers = dict(VARIANTS[labels[0]])
+    marks = [pytest.mark.slow, pytest.mark.backend(answers.pop("backend_name"), **answers)]
     return type(name, (), {"pytestmark": marks, "test_variant_builds_and_passes": test_variant_builds_and_passes})
 
 
-for _group in dict.fromkeys(checks.build_group("foo", answers) for answers in VARIANTS.values()):
+for _group in dict.fromkeys(checks.build_group(checks.EXAMPLE_NAME, answers) for answers in VARIANTS.values()):
     if _group != EXAMPLE_GROUP:
         _class = variant_build_class(_group, variants_of(_group))
         globals()[_class.__name__] = _class
@@ -153,7 +152,7 @@ def test_every_variant_is_tested_once_in_the_class_of_its_build():
     assert sorted(tested) == sorted(VARIANTS)
     groups: dict[type, set[str]] = {}
     for label, cls in tested.items():
-        groups.setdefault(cls, set()).add(checks.build_group("foo", VARIANTS[label]))
+        groups.setdefault(cls, set()).add(checks.build_group(checks.EXAMPLE_NAME, VARIANTS[label]))
     assert all(len(group) == 1 for group in groups.values()), groups
 
 
