@@ -105,13 +105,12 @@ def features(answers: dict[str, object]) -> dict[str, object]:
 
 def build_group(name: str, answers: dict[str, object]) -> str:
     """A label shared by the renders of name (or the answers' backend_name) with these answers that
-    compile the same extension. The features count by value (a preset and the answers it stands for are one group), those that
-    are on as in the defaults not at all."""
+    compile the same extension. The features count by value (a preset and the answers it stands for
+    are one group), those that are on as in the defaults not at all."""
     chosen = features(answers)
     name = str(answers.get("backend_name", name))
-    answers = {
-        key: value for key, value in answers.items() if key not in ("preset", "backend_name") and key not in FEATURES_OFF
-    }
+    skipped = ("preset", "backend_name", *FEATURES_OFF)
+    answers = {key: value for key, value in answers.items() if key not in skipped}
     answers |= {key: value for key, value in chosen.items() if value != ("github" if key == "ci" else True)}
     build_answers = sorted((key, value) for key, value in answers.items() if key not in TEST_ONLY_ANSWERS)
     return "+".join([name, *(f"{key}={value}" for key, value in build_answers)])

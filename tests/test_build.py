@@ -28,12 +28,15 @@ VARIANTS = checks.variants()
 EXAMPLE_GROUP = checks.build_group(checks.EXAMPLE_NAME, {})
 
 
-def check_suite(result: tuple[bool | None, str], what: str) -> None:
-    """Fails, skips or passes a test by the result of conftest.Builds.build_and_test."""
+def check_suite(builds, result: tuple[bool | None, str], what: str) -> None:
+    """Fails, skips or passes a test by the result of conftest.Builds.build_and_test; a failure names
+    the suite's failed tests with the end of their reports."""
     passed, ran = result
     if passed is None:
         pytest.skip(f"not run: {ran}")
-    assert passed, f"the test suite of {what} (built as {ran!r}) failed"
+    if not passed:
+        failures = builds.failures.get(ran, "")
+        pytest.fail(f"the test suite of {what} (built as {ran!r}) failed\n{failures}", pytrace=False)
 
 
 def variants_of(group: str) -> list[str]:
@@ -54,11 +57,11 @@ class TestExample:
     def test_checked_in_example_builds_and_passes(self, tmp_path, builds):
         copy = tmp_path / "foo"
         shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
-        check_suite(builds.build_and_test(copy, "example_generated", slow_tests=True), "example_generated")
+        check_suite(builds, builds.build_and_test(copy, "example_generated", slow_tests=True), "example_generated")
 
     @pytest.mark.parametrize("label", variants_of(EXAMPLE_GROUP))
     def test_variant_builds_and_passes(self, render, builds, label):
-        check_suite(builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
+        check_suite(builds, builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
 
     # The Hugging Face Trainer recipe (examples/hf_trainer.py) on the example's device, against the same
     # run on the CPU. transformers and accelerate come from requirements-dev.txt; the model is a tiny
@@ -127,7 +130,7 @@ def variant_build_class(group: str, labels: list[str]) -> type:
 
     @pytest.mark.parametrize("label", labels)
     def test_variant_builds_and_passes(self, render, builds, label):
-        check_suite(builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
+        check_suite(builds, builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
 
     name = "TestVariant" + "".join(word.capitalize() for word in re.split(r"[\W_]+", labels[0]))
     answers = dict(VARIANTS[labels[0]])
@@ -244,3 +247,35 @@ def test_a_render_whose_tests_all_ran_and_passed_on_its_build_is_reported_as_not
         ("other", "build"),
         ("other", ("-m", FAST)),
     ]
+
+
+def test_a_failed_suite_is_reported_with_its_failed_tests(monkeypatch, tmp_path):
+    """A generated suite that fails is named with the tests that failed and the end of their reports
+    (project.failure_summary reads the suite's JUnit report), so that a CI log cut in the middle still
+    shows why."""
+    from conftest import Builds
+
+    def run_tests(path, *args, python=None):
+        (path / project.RESULTS_FILE).parent.mkdir(parents=True, exist_ok=True)
+        (path / project.RESULTS_FILE).write_text(
+            '<testsuites><testsuite name="pytest"><testcase classname="tests.test_a" name="test_ok"/>'
+            '<testcase classname="tests.test_b" name="test_ranks"><failure message="a rank failed">'
+            "a rank failed\n--- rank 1 (exit -6) stderr:\nterminate called</failure></testcase>"
+            "</testsuite></testsuites>"
+        )
+        return 1
+
+    monkeypatch.setattr(project, "build", lambda path, jobs: None)
+    monkeypatch.setattr(project, "run_tests", run_tests)
+    monkeypatch.setattr(checks, "test_inputs_digest", lambda path: "tests")
+    monkeypatch.setattr(checks, "build_inputs_digest", lambda path: "build")
+    monkeypatch.setattr(checks, "test_only_inputs", lambda path: {})
+    builds = Builds()
+    (tmp_path / "p").mkdir()
+    result = builds.build_and_test(tmp_path / "p", "p")
+    assert result == (False, "p")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        check_suite(builds, result, "p")
+    message = str(failed.value)
+    assert "failure: tests.test_b::test_ranks" in message and "rank 1 (exit -6)" in message
+    assert "test_ok" not in message

@@ -294,7 +294,7 @@ def assert_check_passed(job, check: str) -> None:
     outcome, exit_codes, report = job
     errors = outcome.get(check)
     assert errors is not None, f"{check} was not reached: an earlier check failed or a rank died\n{report}"
-    assert len(errors) == len(exit_codes) and not any(errors), "\n".join(e for e in errors if e) + report
+    assert len(errors) == len(exit_codes) and not any(errors), "\n".join([*(e for e in errors if e), report])
     if all(len(row) == len(exit_codes) and not any(row) for row in outcome.values()):
         assert exit_codes == [0] * len(exit_codes), (
             f"every check passed, then the ranks exited with {exit_codes}\n{report}"
