@@ -68,12 +68,30 @@ def tool(name: str) -> str:
     return str(path) if path.exists() else name
 
 
+# The names the variants are rendered under. Those that compile the example's code (a feature that only
+# adds tests or CI off) are the example's name, so they share its build. Those with code of their own
+# take a second name with an underscore in every derived name (package, macro prefix, c10d backend),
+# so that a name written into the template where an answer belongs fails in each feature's code, and
+# no build of its own is spent on another name. The minimal project also runs three devices.
+EXAMPLE_NAME = "foo"
+ANOTHER_NAME = "my_accel"
+ANOTHER_DEVICE_COUNT = 3
+
+
 def variants() -> dict[str, dict[str, object]]:
     """Answer sets covering each class of feature combination: everything (the defaults), the
-    minimal project (the preset `minimal`) and each option off alone."""
+    minimal project (the preset `minimal`) and each option off alone; each with its backend_name."""
     result: dict[str, dict[str, object]] = {"everything": {}, "minimal": {"preset": "minimal"}}
     for name, off in FEATURES_OFF.items():
         result[f"{name} off"] = {name: off}
+    example = build_group(EXAMPLE_NAME, {})
+    for label, answers in result.items():
+        if build_group(EXAMPLE_NAME, answers) == example:
+            answers["backend_name"] = EXAMPLE_NAME
+        else:
+            answers["backend_name"] = ANOTHER_NAME
+            if label == "minimal":
+                answers["device_count"] = ANOTHER_DEVICE_COUNT
     return result
 
 
@@ -86,11 +104,13 @@ def features(answers: dict[str, object]) -> dict[str, object]:
 
 
 def build_group(name: str, answers: dict[str, object]) -> str:
-    """A label shared by the renders of name with these answers that compile the same extension.
-    The features count by value (a preset and the answers it stands for are one group), those that
-    are on as in the defaults not at all."""
+    """A label shared by the renders of name (or the answers' backend_name) with these answers that
+    compile the same extension. The features count by value (a preset and the answers it stands for
+    are one group), those that are on as in the defaults not at all."""
     chosen = features(answers)
-    answers = {key: value for key, value in answers.items() if key != "preset" and key not in FEATURES_OFF}
+    name = str(answers.get("backend_name", name))
+    skipped = ("preset", "backend_name", *FEATURES_OFF)
+    answers = {key: value for key, value in answers.items() if key not in skipped}
     answers |= {key: value for key, value in chosen.items() if value != ("github" if key == "ci" else True)}
     build_answers = sorted((key, value) for key, value in answers.items() if key not in TEST_ONLY_ANSWERS)
     return "+".join([name, *(f"{key}={value}" for key, value in build_answers)])

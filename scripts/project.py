@@ -36,6 +36,8 @@ RUNTIME_TEST_PROGRAMS = ("contract_test", "emulation_test", "add_one.so")
 # A generated test suite that runs longer than this has hung (the whole suite of the example takes
 # about half of it on two cores): run_tests stops it and reports a failure.
 SUITE_TIMEOUT = int(os.environ.get("SUITE_TIMEOUT", 3000))
+# Where run_tests has pytest write its JUnit report, in the project (a build artifact: never an input).
+RESULTS_FILE = Path(".pytest_cache") / "results.xml"
 
 
 def render(dest: Path, data: dict | None = None, overwrite: bool = False) -> Path:
@@ -183,13 +185,33 @@ def run_tests(project: Path, *pytest_args: str, python: Path | None = None) -> i
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project), env.get("PYTHONPATH")) if p)
     try:
         return subprocess.run(
-            [str(python), "-m", "pytest", "-q", *pytest_args], cwd=project, env=env, timeout=SUITE_TIMEOUT
+            [str(python), "-m", "pytest", "-q", f"--junitxml={RESULTS_FILE}", *pytest_args],
+            cwd=project,
+            env=env,
+            timeout=SUITE_TIMEOUT,
         ).returncode
     except subprocess.TimeoutExpired:
         # A hang fails the run instead of the caller (CI): the suite's faulthandler_timeout has printed
         # the stacks of the test that hung by then.
         print(f"{project.name}: the test suite did not finish within {SUITE_TIMEOUT} s", file=sys.stderr)
         return 124
+
+
+def failure_summary(project: Path, limit: int = 8000) -> str:
+    """The tests that failed in the last run_tests of project (its JUnit report), each with the end of
+    its report, at most `limit` characters from the end: what a failing CI log must show even when
+    it keeps only the beginning and the end of a long output."""
+    path = project / RESULTS_FILE
+    if not path.exists():
+        return ""
+    import xml.etree.ElementTree as ElementTree
+
+    parts = []
+    for case in ElementTree.parse(path).iter("testcase"):
+        for problem in [*case.iter("failure"), *case.iter("error")]:
+            text = (problem.text or problem.get("message") or "").strip()
+            parts.append(f"{problem.tag}: {case.get('classname')}::{case.get('name')}\n{text[-1500:]}")
+    return "\n\n".join(parts)[-limit:]
 
 
 def resolve(name_or_dir: str, answers: dict | None = None) -> Path:

@@ -90,6 +90,8 @@ class Builds:
         self.results: dict[tuple[str, str], tuple[bool, str]] = {}
         # Runs that passed: (build digest, marker expression, test-only inputs, what ran)
         self.passed: list[tuple[str, str, dict[str, str], str]] = []
+        # What ran -> the failed tests of its runs, with the end of each report (project.failure_summary)
+        self.failures: dict[str, str] = {}
 
     def build_and_test(self, path: Path, label: str, slow_tests: bool = False) -> tuple[bool | None, str]:
         """(passed, label of the build and test run) for the project at path; with slow_tests, its
@@ -140,6 +142,8 @@ class Builds:
             passed, ran = self.results[(tests, part)]
             if passed:
                 self.passed.append((build, part, checks.test_only_inputs(path), ran))
+            elif summary := project.failure_summary(path):
+                self.failures[ran] = (self.failures.get(ran, "") + "\n\n" + summary).strip()
         return self.results[(tests, part)]
 
 

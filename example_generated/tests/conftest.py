@@ -2,6 +2,7 @@
 
 import gc
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,7 +25,7 @@ import torch_foo  # noqa: E402,F401
 DEVICE = "foo"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_python():
     """run_python(code, script=None, timeout=300, **env) runs `code` (dedented) in a new interpreter with this
     process's environment updated by `env` (a None value removes a variable) and returns the
@@ -77,65 +78,104 @@ rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 """
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a store or rendezvous that ranks
+    started later will bind. It lies below the kernel's ephemeral range
+    (/proc/sys/net/ipv4/ip_local_port_range): a port that bind(0) handed out is free again once the
+    probe closes, and any connection made before the rank binds it (gloo's, another test's) can get
+    it as its local port, so the rank's bind fails with "address already in use". Below the range
+    only an explicit bind takes a port; the choice is random, so that tests running in parallel
+    processes do not try the same ports in the same order, and no port is given twice in a process."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default; other systems have their own ranges, mostly above this
+    generator = random.Random()
+    for _ in range(200):
+        port = generator.randrange(10000, max(low, 10001))
+        if port in _PORTS_GIVEN:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_GIVEN.add(port)
+        return port
+    raise RuntimeError(f"no free TCP port between 10000 and {low} on 127.0.0.1")
+
+
+def launch_ranks(directory: Path, stem: str, *code: str, world_size: int = 2, timeout: float = 180, **env: str):
+    """Runs the pieces of `code` (each dedented, after RANK_PRELUDE: imports, `rank` and
+    `world_size`) as directory/stem.py in `world_size` new interpreters at once, the ranks of one job
+    on this host, with the variables torchrun sets (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, a free
+    MASTER_PORT) and `env`. A rank still running after `timeout` seconds is killed with everything it
+    started: a hung collective never hangs the suite. Returns (the ranks' CompletedProcesses in rank
+    order, the ranks that were killed, a report of every rank's output)."""
+    script = directory / f"{stem}.py"
+    script.write_text(RANK_PRELUDE + "".join(textwrap.dedent(piece) for piece in code))
+    port = free_port()
+    processes, logs = [], []
+    for rank in range(world_size):
+        ranks = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world_size, "LOCAL_WORLD_SIZE": world_size}
+        environment = {
+            **os.environ,
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            **{name: str(value) for name, value in ranks.items()},
+            **env,
+        }
+        # Files, not pipes: a rank that prints a lot never blocks while another one is waited for.
+        out = open(directory / f"{stem}.{rank}.out", "w+")
+        err = open(directory / f"{stem}.{rank}.err", "w+")
+        logs.append((out, err))
+        command = [sys.executable, str(script)]
+        processes.append(
+            subprocess.Popen(command, stdout=out, stderr=err, env=environment, cwd=directory, start_new_session=True)
+        )
+    deadline = time.monotonic() + timeout
+    hung = []
+    for rank, process in enumerate(processes):
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            hung.append(rank)
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)  # the rank and anything it started
+            process.wait()
+    results = []
+    for process, (out, err) in zip(processes, logs, strict=True):
+        out.seek(0)
+        err.seek(0)
+        results.append(subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read()))
+        out.close()
+        err.close()
+    report = "\n".join(
+        f"--- rank {rank} (exit {r.returncode}) stdout:\n{r.stdout}\n--- rank {rank} stderr:\n{r.stderr[-4000:]}"
+        for rank, r in enumerate(results)
+    )
+    if hung:
+        report = f"ranks {hung} were still running after {timeout} s and were killed\n{report}"
+    return results, hung, report
+
+
 @pytest.fixture
 def run_ranks(tmp_path):
-    """run_ranks(*code, world_size=2, timeout=180, check=True, **env) runs the pieces of `code` (each
-    dedented, after RANK_PRELUDE: imports, `rank` and `world_size`) in `world_size` new interpreters at once, the ranks
-    of one job on this host, with the variables torchrun sets (RANK, LOCAL_RANK, WORLD_SIZE,
-    MASTER_ADDR, a free MASTER_PORT) and `env`, in tmp_path. Returns their CompletedProcesses in rank
-    order; with check, fails unless every rank exited with 0. A rank still running after `timeout`
-    seconds fails the test and every rank is killed: a hung collective never hangs the suite."""
+    """run_ranks(*code, world_size=2, timeout=180, check=True, **env): launch_ranks in tmp_path.
+    Returns the ranks' CompletedProcesses in rank order; fails the test if a rank had to be killed
+    and, with check, unless every rank exited with 0."""
     runs = iter(range(1_000_000))
 
     def run(*code: str, world_size: int = 2, timeout: float = 180, check: bool = True, **env: str):
-        script = tmp_path / f"ranks{next(runs)}.py"
-        script.write_text(RANK_PRELUDE + "".join(textwrap.dedent(piece) for piece in code))
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        processes, logs = [], []
-        for rank in range(world_size):
-            ranks = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world_size, "LOCAL_WORLD_SIZE": world_size}
-            environment = {
-                **os.environ,
-                "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                **{name: str(value) for name, value in ranks.items()},
-                **env,
-            }
-            # Files, not pipes: a rank that prints a lot never blocks while another one is waited for.
-            out = open(tmp_path / f"{script.stem}.{rank}.out", "w+")
-            err = open(tmp_path / f"{script.stem}.{rank}.err", "w+")
-            logs.append((out, err))
-            command = [sys.executable, str(script)]
-            processes.append(
-                subprocess.Popen(command, stdout=out, stderr=err, env=environment, cwd=tmp_path, start_new_session=True)
-            )
-        deadline = time.monotonic() + timeout
-        hung = []
-        for rank, process in enumerate(processes):
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                hung.append(rank)
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)  # the rank and anything it started
-                process.wait()
-        results = []
-        for process, (out, err) in zip(processes, logs, strict=True):
-            out.seek(0)
-            err.seek(0)
-            results.append(subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read()))
-            out.close()
-            err.close()
-        report = "\n".join(
-            f"--- rank {rank} (exit {r.returncode}) stdout:\n{r.stdout}\n--- rank {rank} stderr:\n{r.stderr[-4000:]}"
-            for rank, r in enumerate(results)
-        )
+        stem = f"ranks{next(runs)}"
+        results, hung, report = launch_ranks(tmp_path, stem, *code, world_size=world_size, timeout=timeout, **env)
         if hung:
-            pytest.fail(f"ranks {hung} were still running after {timeout} s and were killed\n{report}")
+            pytest.fail(report)
         if check and any(r.returncode != 0 for r in results):
             pytest.fail(f"a rank failed\n{report}")
         return results

@@ -168,21 +168,29 @@ def test_initialisation_is_idempotent():
     assert torch.ones(1).foo().is_foo
 
 
+CONFIGURATION = "; ".join(
+    [
+        "import torch, torch_foo",
+        "print(torch.foo.device_count(), torch.foo.get_device_properties(0).total_memory)",
+    ]
+)
+UNSET = {"FOO_DEVICE_COUNT": None, "FOO_DEVICE_MEMORY": None}
+
+
+@pytest.fixture(scope="module")
+def default_configuration(run_python) -> str:
+    """What CONFIGURATION prints with no configuration variable set (one interpreter for the module)."""
+    default = run_python(CONFIGURATION, **UNSET)
+    assert default.returncode == 0, default.stderr
+    return default.stdout
+
+
 @pytest.mark.parametrize(
     "variable,value",
     [("FOO_DEVICE_COUNT", "two"), ("FOO_DEVICE_COUNT", "99"), ("FOO_DEVICE_MEMORY", "8 GB")],
 )
-def test_a_bad_configuration_value_warns_and_keeps_the_default(run_python, variable, value):
-    code = "; ".join(
-        [
-            "import torch, torch_foo",
-            "print(torch.foo.device_count(), torch.foo.get_device_properties(0).total_memory)",
-        ]
-    )
-    unset = {"FOO_DEVICE_COUNT": None, "FOO_DEVICE_MEMORY": None}
-    default = run_python(code, **unset)
-    assert default.returncode == 0, default.stderr
-    result = run_python(code, **{**unset, variable: value})
+def test_a_bad_configuration_value_warns_and_keeps_the_default(run_python, default_configuration, variable, value):
+    result = run_python(CONFIGURATION, **{**UNSET, variable: value})
     assert result.returncode == 0, result.stderr
-    assert result.stdout == default.stdout, "the default stays"
+    assert result.stdout == default_configuration, "the default stays"
     assert f"ignoring {variable}={value}" in result.stderr

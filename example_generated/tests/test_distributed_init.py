@@ -11,11 +11,11 @@ in a table of every cell, so one broken consumer does not hide the others.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
+from conftest import RANK_PRELUDE, free_port
 
 FORMS = {
     "no backend": "dict()",
@@ -158,12 +158,6 @@ def assert_every_cell_works(table: dict, expected_forms: list, results) -> None:
     assert not any(broken.values()), "cells that fail:\n" + "\n".join(lines) + "\n" + logs
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 # The tutorials' form (the one that used to fail) stays in the quick run; the other forms take a
 # minute together and are marked slow (docs/integration/distributed.md has the times).
 @pytest.mark.parametrize(
@@ -191,8 +185,6 @@ def test_every_rendezvous_with_every_consumer(run_ranks, form, tmp_path):
 def test_torchrun_with_the_tutorial_form(tmp_path):
     """`torchrun --nproc-per-node 2 script.py` whose script calls init_process_group() with no
     argument, as most tutorials do, then uses every consumer."""
-    from conftest import RANK_PRELUDE
-
     script = tmp_path / "consumers.py"
     script.write_text(RANK_PRELUDE + CONSUMERS + '\nstart_run_stop("no backend torchrun", {}, {})\n')
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]

@@ -6,12 +6,12 @@ model trained by one process on whole batches.
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 # Minutes of training in several processes: `pytest -m "not slow"` leaves them out while iterating.
 pytestmark = pytest.mark.slow
@@ -133,9 +133,7 @@ def test_dtensor_and_tensor_parallel_layers(run_ranks):
 def test_example_runs_under_torchrun(tmp_path):
     """examples/ddp.py, launched as the docs say: torchrun --nproc-per-node 2 (here with a free port)."""
     example = Path(__file__).resolve().parent.parent / "examples" / "ddp.py"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
     command += ["--master-addr", "127.0.0.1", "--master-port", str(port), str(example)]
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "OMP_NUM_THREADS": "1"}

@@ -41,7 +41,10 @@ def _check_privateuse1_is_free() -> None:
 
 _check_privateuse1_is_free()
 
-from . import _C  # noqa: E402  loads the C++ backend
+from . import _version  # noqa: E402
+
+_version.load_extension()  # the C++ backend, refused if it was built against another torch
+from . import _C  # noqa: E402  (loaded above)
 from ._numerics import use_cpu_choices as _use_cpu_choices  # noqa: E402
 from ._utils import _get_device_index  # noqa: E402,F401  torch.serialization looks it up here
 from .amp import get_amp_supported_dtype, is_bf16_supported  # noqa: E402

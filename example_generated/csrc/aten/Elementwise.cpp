@@ -17,6 +17,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/BinaryOps.h> // compat: alpha_check, sub_check (compat/TorchCompat.h)
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
@@ -87,28 +88,6 @@ c10::ScalarType result_dtype(Kind kind, const at::Tensor& a, const at::Tensor& b
   return dtype;
 }
 
-void check_alpha(c10::ScalarType dtype, const at::Scalar& alpha) {
-  TORCH_CHECK(
-      !alpha.isBoolean() || dtype == c10::ScalarType::Bool, "Boolean alpha only supported for Boolean results.");
-  TORCH_CHECK(
-      c10::isFloatingType(dtype) || c10::isComplexType(dtype) || alpha.isIntegral(true),
-      "For integral input tensors, argument alpha must not be a floating point number.");
-  TORCH_CHECK(
-      c10::isComplexType(dtype) || !alpha.isComplex(),
-      "For non-complex input tensors, argument alpha must not be a complex number.");
-}
-
-void check_sub(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(
-      a.scalar_type() != c10::kBool || b.scalar_type() != c10::kBool,
-      "Subtraction, the `-` operator, with two bool tensors is not supported. "
-      "Use the `^` or `logical_xor()` operator instead.");
-  TORCH_CHECK(
-      a.scalar_type() != c10::kBool && b.scalar_type() != c10::kBool,
-      "Subtraction, the `-` operator, with a bool tensor is not supported. "
-      "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
-}
-
 // Computes op(a, b) (alpha times b for Add and Sub) into `out`, allocating it when undefined, and returns
 // the allocated result (an undefined tensor when it wrote into `out`); nullopt when the operator
 // library does not support the case (the caller then runs the CPU fallback).
@@ -124,7 +103,7 @@ std::optional<at::Tensor> binary(
   const bool adds = kind == Kind::Add || kind == Kind::Sub;
   const c10::ScalarType dtype = result_dtype(kind, self, other);
   if (adds) {
-    check_alpha(dtype, scale);
+    at::native::alpha_check(dtype, scale);
   }
   // Borrowed, not copied: a tensor that Python holds alone costs the GIL to copy (torch keeps its
   // Python object alive from the second C++ reference on), much of this function's time (the
@@ -288,17 +267,17 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::S
 
 // With PyTorch's rules for bool operands.
 at::Tensor sub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  check_sub(self, other);
+  at::native::sub_check(self, other);
   return binary_functional<at::_ops::sub_Tensor>(Kind::Sub, alpha, self, other, alpha);
 }
 
 at::Tensor& sub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  check_sub(self, other);
+  at::native::sub_check(self, other);
   return binary_inplace<at::_ops::sub__Tensor>(Kind::Sub, alpha, self, other, alpha);
 }
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  check_sub(self, other);
+  at::native::sub_check(self, other);
   return binary_out<at::_ops::sub_out>(Kind::Sub, alpha, self, other, out, alpha);
 }
 

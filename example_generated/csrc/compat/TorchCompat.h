@@ -24,6 +24,10 @@
 //    torch/csrc/profiler/python/combined_traceback.h, includes nlohmann/json, which the wheels lack.
 //    Missing: a public C++ API to unwrap torch.Event / wrap a torch.Generator, and a public capture
 //    of Python stacks for a device's memory history (CUDA's is built into torch).
+//  - ATen/native/BinaryOps.h, for csrc/aten/Elementwise.cpp: at::native::alpha_check and sub_check,
+//    the argument checks of torch's add and sub, called rather than copied so that the device raises
+//    what the CPU raises under every torch release (2.14 made bool subtraction a NotImplementedError).
+//    Missing: public argument checks of the structured operators.
 //  - compat/Serialization.h, for csrc/core/BackendMeta.cpp: torch::jit::TensorBackendMetaRegistry
 //    (torch/csrc/jit/serialization/pickler_helper.h), the PrivateUse1-only hook that saves a tensor's
 //    backend metadata with torch.save. Missing: a public header for it.

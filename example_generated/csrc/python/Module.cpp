@@ -22,6 +22,7 @@
 #include "../core/Generator.h"
 #include "../core/MemoryHistory.h"
 #include "../core/Stream.h"
+#include "../core/TorchVersion.h"
 #include "../distributed/Bindings.h"
 #include "../families/Sparse.h"
 
@@ -368,11 +369,16 @@ bool is_initialized(c10::DeviceIndex device) {
 } // namespace
 } // namespace torch_foo
 
+// The torch version this extension is compiled against, as text in the file: torch_foo/_version.py
+// reads it without loading the module when the import fails (an undefined symbol of another torch).
+static __attribute__((used)) const char kBuiltWithTorch[] = "torch_foo built with torch " TORCH_VERSION;
+
 PYBIND11_MODULE(_C, m) {
   namespace ns = torch_foo;
   ns::route_structured_ops_to_fallback();
   ns::route_sparse_ops_to_fallback();
   m.doc() = "C++ part of the foo backend (private; use torch.foo)";
+  m.def("_torch_version", [] { return std::string(ns::kTorchVersion); });
   m.def("_device_count", [] { return static_cast<int>(ns::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(ns::current_device()); });
   m.def("_set_device", [](int64_t device) { ns::set_device(ns::checked(device)); });
