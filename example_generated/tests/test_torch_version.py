@@ -38,47 +38,41 @@ def test_another_torch_release_is_refused_with_both_versions(run_python):
     assert REBUILD in result.stderr and f"torch=={built}" in result.stderr
 
 
+def import_failing_to_load(loader_error: str, torch_version: str | None = None) -> str:
+    """A program that imports the package while the import of its extension fails with `loader_error`
+    (as the dynamic loader would), the running torch claiming `torch_version` if given."""
+    pretend = f"torch.__version__ = {torch_version!r}" if torch_version else ""
+    return f"""
+import importlib
+import torch
+
+real = importlib.import_module
+
+
+def import_module(name, *args):
+    if name == "torch_foo._C":
+        raise ImportError({loader_error!r})
+    return real(name, *args)
+
+
+importlib.import_module = import_module
+{pretend}
+import torch_foo
+"""
+
+
 def test_an_extension_that_cannot_load_under_another_torch_names_both_versions(run_python):
     """What a build for one release does under another: the dynamic loader refuses it for a symbol
     the other release does not have. The version comes from the file, which cannot be loaded."""
-    result = run_python(
-        """
-        import importlib
-        import torch
-
-        real = importlib.import_module
-
-        def import_module(name, *args):
-            if name == "torch_foo._C":
-                raise ImportError("torch_foo/_C.so: undefined symbol: _ZN3c1015SmallVectorBase")
-            return real(name, *args)
-
-        importlib.import_module = import_module
-        torch.__version__ = "2.99.0"
-        import torch_foo
-        """
-    )
+    undefined = "torch_foo/_C.so: undefined symbol: _ZN3c1015SmallVectorBase"
+    result = run_python(import_failing_to_load(undefined, torch_version="2.99.0"))
     assert result.returncode != 0
     assert f"was built against torch {_C._torch_version()}, but torch 2.99.0 is installed" in result.stderr
     assert "undefined symbol" in result.stderr, "the loader's error stays in the chain"
 
 
 def test_an_import_error_under_the_same_torch_is_left_as_it_is(run_python):
-    result = run_python(
-        """
-        import importlib
-
-        real = importlib.import_module
-
-        def import_module(name, *args):
-            if name == "torch_foo._C":
-                raise ImportError("libsomething.so: cannot open shared object file")
-            return real(name, *args)
-
-        importlib.import_module = import_module
-        import torch_foo
-        """
-    )
+    result = run_python(import_failing_to_load("libsomething.so: cannot open shared object file"))
     assert result.returncode != 0
     assert "ImportError: libsomething.so: cannot open shared object file" in result.stderr
     assert "torch_foo was built against torch" not in result.stderr
