@@ -502,6 +502,8 @@ FEATURES = tuple(dict.fromkeys(touchpoint.feature for touchpoint in TOUCHPOINTS)
 def applicable() -> tuple[Touchpoint, ...]:
     """The touchpoints of the running torch release (Touchpoint.since, until)."""
     return tuple(entry for entry in TOUCHPOINTS if entry.applies())
+
+
 _checked: set[str] = set()
 
 
