@@ -26,7 +26,23 @@ def test_every_touchpoint_says_what_it_is_and_what_public_api_is_missing():
     for touchpoint in _compat.TOUCHPOINTS:
         assert touchpoint.what and touchpoint.public_alternative, touchpoint.name
         assert touchpoint.kind in ("callable", "class", "value", "module"), touchpoint.name
-        assert _compat.resolve(touchpoint.name) is not None
+        if touchpoint.applies():
+            assert _compat.resolve(touchpoint.name) is not None
+        else:
+            with pytest.raises(_compat.TorchCompatError, match="not a touchpoint of this torch release"):
+                _compat.resolve(touchpoint.name)
+    assert any(touchpoint.applies() for touchpoint in _compat.TOUCHPOINTS if touchpoint.name.startswith("numerics."))
+
+
+def test_a_touchpoint_belongs_to_the_releases_that_have_it():
+    """Where torch releases differ, each form is a touchpoint with the releases that have it, and only
+    those of the running release are checked."""
+    running = _compat._version.running()[:2]
+    assert _compat.dataclasses.replace(_compat.TOUCHPOINTS[0], since=running).applies()
+    assert not _compat.dataclasses.replace(_compat.TOUCHPOINTS[0], until=running).applies()
+    later = (running[0], running[1] + 1)
+    assert not _compat.dataclasses.replace(_compat.TOUCHPOINTS[0], since=later).applies()
+    assert set(_compat.applicable()) == {t for t in _compat.TOUCHPOINTS if t.applies()}
 
 
 # Underscored, but documented as public API: https://pytorch.org/docs/stable/generated/torch._check.html
@@ -192,3 +208,25 @@ def test_distributed_registration_names_a_missing_touchpoint(run_python):
     assert name in result.stdout
     assert "torch.distributed cannot use fooccl" in result.stdout
     assert result.stdout.count(name) >= 2, result.stdout  # the warning, then the error of init_process_group
+
+
+def test_linear_cross_entropy_accumulates_as_on_the_cpu():
+    """_numerics.py gives the device the CPU's 'auto' choices of F.linear_cross_entropy's chunked path
+    (the table of torch 2.13, the policy function of 2.14): in bfloat16, loss and gradients equal the
+    CPU's. With torch's generic choice they differ (2.14.1: the loss by 0.125)."""
+    from torch.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
+
+    torch.manual_seed(0)
+    x, w = torch.randn(256, 32, dtype=torch.bfloat16), torch.randn(1024, 32, dtype=torch.bfloat16)
+    target = torch.randint(0, 1024, (256,))
+    options = LinearCrossEntropyOptions(batch_chunk_size=32, chunking_method=None)
+
+    def run(device):
+        inputs = x.clone().to(device).requires_grad_()
+        weight = w.clone().to(device).requires_grad_()
+        loss = torch.nn.functional.linear_cross_entropy(inputs, weight, target.to(device), options=options)
+        loss.backward()
+        return [t.cpu() for t in (loss, inputs.grad, weight.grad)]
+
+    for on_device, on_cpu in zip(run(DEVICE), run("cpu"), strict=True):
+        assert torch.equal(on_device, on_cpu)

@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from . import _version
+
 # The torch release every touchpoint below was checked against.
 CHECKED_WITH = "2.13.0"
 NO_PUBLIC_API = f"none in torch {CHECKED_WITH}"
@@ -50,10 +52,19 @@ class Touchpoint:
     parameters: tuple[str, ...] = ()  # parameter names the package passes (checked where inspectable)
     required: bool = True  # False: the feature works without it (its registration warns and goes on)
     source_contains: str = ""  # text the function's source must contain (a format the package parses)
+    # The torch releases (major, minor) that have it, `until` excluded: where releases differ, each
+    # form is a touchpoint of its own, and the package branches on _version.at_least().
+    since: tuple[int, int] = (2, 0)
+    until: tuple[int, int] | None = None
 
     @property
     def where(self) -> str:
         return f"{self.module}.{self.attribute}" if self.attribute else self.module
+
+    def applies(self) -> bool:
+        """Whether the running torch release is one this touchpoint belongs to."""
+        release = _version.running()[:2]
+        return self.since <= release and (self.until is None or release < self.until)
 
 
 TOUCHPOINTS: tuple[Touchpoint, ...] = (
@@ -86,6 +97,20 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "none in torch 2.13: the table is keyed by device type, with no registration for a new one",
         kind="value",
         required=False,
+        until=(2, 14),
+    ),
+    Touchpoint(
+        "numerics.linear_cross_entropy_policy",
+        "numerics",
+        "torch.nn.modules.linear_cross_entropy_options",
+        "_auto_acc_policy",
+        "F.linear_cross_entropy's 'auto' accumulation policy, the table's successor in torch 2.14: "
+        "replaced by a function that answers as for the CPU for this device and calls the original for "
+        "every other device (_numerics.py)",
+        "none in torch 2.14: the policy is chosen by device type, with no registration for a new one",
+        parameters=("device_type", "dtype"),
+        required=False,
+        since=(2, 14),
     ),
     Touchpoint(
         "numerics.linear_cross_entropy_resolve",
@@ -472,6 +497,13 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
 
 _BY_NAME = {touchpoint.name: touchpoint for touchpoint in TOUCHPOINTS}
 FEATURES = tuple(dict.fromkeys(touchpoint.feature for touchpoint in TOUCHPOINTS))
+
+
+def applicable() -> tuple[Touchpoint, ...]:
+    """The touchpoints of the running torch release (Touchpoint.since, until)."""
+    return tuple(entry for entry in TOUCHPOINTS if entry.applies())
+
+
 _checked: set[str] = set()
 
 
@@ -514,10 +546,17 @@ def _lookup(entry: Touchpoint) -> Any:
 def resolve(name: str) -> Any:
     """The object behind touchpoint `name`; raises TorchCompatError naming it if torch lacks it."""
     entry = touchpoint(name)
+    if not entry.applies():
+        raise TorchCompatError({name: f"not a touchpoint of this torch release (it is {_releases(entry)})"})
     try:
         return _lookup(entry)
     except (ImportError, AttributeError) as error:
         raise TorchCompatError({name: f"missing ({error})"}) from error
+
+
+def _releases(entry: Touchpoint) -> str:
+    since = "{}.{}".format(*entry.since)
+    return f"from torch {since}" + (" to {}.{}, excluded".format(*entry.until) if entry.until else "")
 
 
 def _parameter_names(obj: Any) -> set[str] | None:
@@ -563,7 +602,7 @@ def problems(feature: str) -> dict[str, str]:
         raise ValueError(f"torch_foo._compat: no feature {feature!r} (features: {', '.join(FEATURES)})")
     found = {}
     for entry in TOUCHPOINTS:
-        if entry.feature == feature:
+        if entry.feature == feature and entry.applies():
             problem = _problem(entry)
             if problem is not None:
                 found[entry.name] = problem

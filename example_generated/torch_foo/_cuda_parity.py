@@ -21,6 +21,9 @@ NOT_PROVIDED: dict[str, tuple[str, str]] = {
     "is_current_stream_capturing": (GRAPHS, "whether the current stream is capturing a graph"),
     "MemPool": (GRAPHS, "memory pools of the caching allocator, which graph capture also allocates from"),
     "use_mem_pool": (GRAPHS, "routes allocations to a MemPool"),
+    "export_dot": (GRAPHS, "a capture-end hook that writes a captured graph as Graphviz DOT"),
+    "export_graph_data": (GRAPHS, "a post-instantiate hook that pickles a graph's data"),
+    "graph_annotations": (GRAPHS, "annotations of the kernels captured in graphs, for profiler traces"),
     # Allocator features the device allocator does not have yet.
     "CUDAPluggableAllocator": (
         NOT_YET,
@@ -73,3 +76,11 @@ LEGACY_TYPES = (
     "IntTensor", "LongStorage", "LongTensor", "ShortStorage", "ShortTensor",
 )  # fmt: skip
 NOT_PROVIDED.update((name, (CUDA_ONLY, "legacy typed tensor and storage classes")) for name in LEGACY_TYPES)
+
+# The names of torch.cuda that appeared after the oldest torch release the backend supports, with the
+# release (major, minor) that added each: under an older torch they are listed but absent.
+SINCE: dict[str, tuple[int, int]] = {
+    "export_dot": (2, 14),
+    "export_graph_data": (2, 14),
+    "graph_annotations": (2, 14),
+}

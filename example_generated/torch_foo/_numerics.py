@@ -12,11 +12,12 @@ example), or removes a choice to get PyTorch's generic default.
 """
 
 import importlib.util
+import sys
 import warnings
 
 import torch
 
-from . import _compat
+from . import _compat, _version
 
 
 def _linear_cross_entropy_like_cpu(name: str) -> None:
@@ -30,14 +31,25 @@ def _linear_cross_entropy_like_cpu(name: str) -> None:
     except _compat.TorchCompatError as error:
         warnings.warn(f"{error}\n{name} devices keep PyTorch's generic linear_cross_entropy choices.", stacklevel=3)
         return
-    defaults = _compat.resolve("numerics.linear_cross_entropy_defaults")
     resolve = _compat.resolve("numerics.linear_cross_entropy_resolve")
     options = _compat.owner("numerics.linear_cross_entropy_resolve")
     if getattr(resolve, "_torch_foo_as_cpu", False):
         return
-    for (device_type, dtype), choice in list(defaults.items()):
-        if device_type == "cpu":
-            defaults[(name, dtype)] = choice
+    if _version.at_least(2, 14):
+        # 2.14 chooses the policy in a function of the device type, called by its module-level name.
+        policy = _compat.resolve("numerics.linear_cross_entropy_policy")
+        where = _compat.touchpoint("numerics.linear_cross_entropy_policy")
+
+        def policy_as_cpu(device_type: str | None, dtype: torch.dtype) -> str:
+            return policy("cpu" if device_type == name else device_type, dtype)
+
+        policy_as_cpu.__wrapped__ = policy
+        setattr(sys.modules[where.module], where.attribute, policy_as_cpu)
+    else:
+        defaults = _compat.resolve("numerics.linear_cross_entropy_defaults")
+        for (device_type, dtype), choice in list(defaults.items()):
+            if device_type == "cpu":
+                defaults[(name, dtype)] = choice
 
     def resolve_as_cpu(dtype: torch.dtype, device: torch.device | None) -> torch.dtype | None:
         if device is not None and device.type == name:
