@@ -12,14 +12,16 @@
 #   make docs                 build the documentation site into site/ in strict mode (make docs-serve: live)
 #   make example              regenerate example_generated/ after changing template/ (example-check: compare)
 #   make variants             list the feature variants the tests cover and which share a build
-#   make torch-spec           print the torch the tasks install
+#   make torch-spec           print the torch the tasks install (torch-releases: every supported release)
 #   make venv                 only install the tools and torch into .venv
-# TORCH_SPEC chooses the torch to build and test against (default: the release in copier/torch.yml,
-# the one source of the version pin), TORCH_INDEX_URL the index it comes from (CI:
-# https://download.pytorch.org/whl/cpu, whose plain `torch` is the newest CPU build).
+# TORCH_SPEC chooses the torch to build and test against (default: the default release of
+# copier/torch.yml, the one list of supported releases), TORCH_INDEX_URL the index it comes from
+# (default: PyTorch's CPU index where it is reachable, else the package index: scripts/install_torch.py
+# says which; CI's workflow: https://download.pytorch.org/whl/cpu, whose plain `torch` is the newest CPU build).
 
 PYTHON ?= python3
-TORCH_VERSION := $(shell sed -n 's/^version: *"\([^"]*\)".*/\1/p' copier/torch.yml)
+TORCH_VERSION := $(shell sed -n 's/^default: *"\([^"]*\)".*/\1/p' copier/torch.yml)
+TORCH_RELEASES := $(shell sed -n 's/^  - *"\([^"]*\)".*/\1/p' copier/torch.yml)
 TORCH_SPEC ?= torch==$(TORCH_VERSION)
 TORCH_INDEX_URL ?=
 NAME ?= npu
@@ -38,18 +40,21 @@ STAMP := $(VENV)/.installed-$(shell echo '$(strip $(TORCH_SPEC) $(TORCH_INDEX_UR
 # The tests that `make test-lint` runs; `make test-render` runs every other test that builds nothing.
 LINT_TESTS := tests/test_lint.py tests/test_docs.py tests/test_format.py tests/test_ci.py
 
-.PHONY: torch-spec demo test test-fast test-lint test-render test-build render build-test example example-check \
+.PHONY: torch-spec torch-releases demo test test-fast test-lint test-render test-build render build-test example example-check \
 	lint docs docs-serve variants reserved-names venv clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)")
+	$(BIN)/python scripts/install_torch.py "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)")
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
 torch-spec:
 	@echo '$(TORCH_SPEC)'
+
+torch-releases:
+	@echo '$(TORCH_RELEASES)'
 
 venv: $(STAMP)
 

@@ -27,6 +27,7 @@ except ModuleNotFoundError:  # Python 3.10: pytest's dependency
     import tomli as tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import facts  # noqa: E402
 import project  # noqa: E402
 
 ROOT = project.ROOT
@@ -78,12 +79,25 @@ ANOTHER_NAME = "my_accel"
 ANOTHER_DEVICE_COUNT = 3
 
 
+# The variants pinned to the supported torch releases other than the default (copier/torch.yml), the
+# first to the newest of them, and so on: `make test` builds each against its release
+# (project.release_env) and runs its suite there. Each keeps compile, distributed and the profiler on,
+# so that their tests run on every release; the example's whole suite runs on the default release.
+OTHER_RELEASE_VARIANTS = ("custom_op off", "kernel_families off")
+
+
 def variants() -> dict[str, dict[str, object]]:
     """Answer sets covering each class of feature combination: everything (the defaults), the
-    minimal project (the preset `minimal`) and each option off alone; each with its backend_name."""
+    minimal project (the preset `minimal`) and each option off alone; each with its backend_name, and
+    the torch_version of those built against another release (OTHER_RELEASE_VARIANTS)."""
     result: dict[str, dict[str, object]] = {"everything": {}, "minimal": {"preset": "minimal"}}
     for name, off in FEATURES_OFF.items():
         result[f"{name} off"] = {name: off}
+    others = facts.other_torch_releases()
+    if len(others) > len(OTHER_RELEASE_VARIANTS):
+        raise ValueError(f"torch releases {others} need as many OTHER_RELEASE_VARIANTS: add one")
+    for release, label in zip(others, OTHER_RELEASE_VARIANTS, strict=False):
+        result[label]["torch_version"] = release
     example = build_group(EXAMPLE_NAME, {})
     for label, answers in result.items():
         if build_group(EXAMPLE_NAME, answers) == example:
@@ -132,6 +146,9 @@ def _content(root: Path, path: Path, build_only: bool) -> bytes:
 
 def _digest(root: Path, include, build_only: bool) -> str:
     digest = hashlib.sha256()
+    # The torch a project is built against (project.make_env): its pin counts, though only the
+    # answers file (not a build input) states it where the pyproject's lower bound does not differ.
+    digest.update(f"torch {project.pinned_torch(root)}\0".encode())
     for path in sorted(project.tree(root)):
         if path.parts[0] not in NOT_BUILD_INPUTS and include(path):
             digest.update(str(path).encode() + b"\0" + _content(root, path, build_only) + b"\0")

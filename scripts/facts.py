@@ -1,7 +1,7 @@
 """The facts the template states once, read the way copier reads them, for scripts and tests.
 
-- the torch release the template is built and tested against: ``copier/torch.yml``
-  (copier.yml renders it into generated projects as ``torch_version``; the Makefile reads it too);
+- the torch releases the template supports, and the default one: ``copier/torch.yml``
+  (copier.yml offers them as the answers of ``torch_version``; the Makefile reads them too);
 - the computed values of ``copier.yml`` (``max_device_count``, the names derived from a device name).
 
 Everything else that states one of these facts either renders it from copier.yml, includes it (the
@@ -39,14 +39,24 @@ def copier_config() -> dict:
     return yaml.load((ROOT / "copier.yml").read_text(), Loader=_CopierLoader)
 
 
+def torch_releases() -> list[str]:
+    """The torch releases the template supports, newest first, e.g. ["2.14.1", "2.13.0"]."""
+    return [str(release) for release in copier_config()["torch"]["default"][0]["releases"]]
+
+
 def torch_version() -> str:
-    """The torch release the template pins, e.g. 2.13.0."""
-    return str(copier_config()["torch"]["default"][0]["version"])
+    """The default answer of torch_version: the release the example pins and `make` installs."""
+    return str(copier_config()["torch"]["default"][0]["default"])
 
 
-def torch_spec() -> str:
-    """The pip requirement that installs that release."""
-    return f"torch=={torch_version()}"
+def other_torch_releases() -> list[str]:
+    """The supported releases other than the default, newest first."""
+    return [release for release in torch_releases() if release != torch_version()]
+
+
+def torch_spec(release: str | None = None) -> str:
+    """The pip requirement that installs `release` (default: the default release)."""
+    return f"torch=={release or torch_version()}"
 
 
 def max_device_count() -> int:
@@ -72,7 +82,7 @@ def derived_names(backend_name: str) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    print(f"torch: {torch_spec()}")
+    print(f"torch: {torch_spec()} (supported: {', '.join(torch_releases())})")
     print(f"max_device_count: {max_device_count()}")
     for key, value in derived_names("my_accel").items():
         print(f"{key} (for my_accel): {value}")

@@ -15,6 +15,7 @@ installed in one environment would both try to claim PrivateUse1 on `import torc
 from __future__ import annotations
 
 import argparse
+import fcntl
 import filecmp
 import os
 import shutil
@@ -23,6 +24,9 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import facts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "example_generated"
@@ -38,6 +42,9 @@ RUNTIME_TEST_PROGRAMS = ("contract_test", "emulation_test", "add_one.so")
 SUITE_TIMEOUT = int(os.environ.get("SUITE_TIMEOUT", 3000))
 # Where run_tests has pytest write its JUnit report, in the project (a build artifact: never an input).
 RESULTS_FILE = Path(".pytest_cache") / "results.xml"
+# Environments with another supported torch release than the running one (release_env), made once and
+# reused by later runs (the CUDA build of the package index is a few GB).
+RELEASE_ENVS = ROOT / ".venv-releases"
 
 
 def render(dest: Path, data: dict | None = None, overwrite: bool = False) -> Path:
@@ -113,20 +120,69 @@ def regenerate_example() -> None:
                 directory.rmdir()
 
 
+def _purelib(python: Path) -> str:
+    return subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def installed_torch() -> str:
+    """The release of the torch this interpreter has, such as 2.13.0 (no local label such as +cpu)."""
+    from importlib.metadata import version
+
+    return version("torch").split("+")[0]
+
+
+def pinned_torch(project: Path) -> str | None:
+    """The torch release a rendered project is pinned to (its answer torch_version), if it says."""
+    answers = project / ".copier-answers.yml"
+    if not answers.exists():
+        return None
+    for line in answers.read_text().splitlines():
+        if line.startswith("torch_version:"):
+            return line.split(":", 1)[1].strip().strip("'\"")
+    return None
+
+
+def release_env(release: str) -> list[str]:
+    """The module path (site directories, first wins) of an environment with torch `release`: this
+    interpreter's when it has that release, otherwise RELEASE_ENVS/<release>, made once (pip: the CPU
+    build where PyTorch's CPU index answers, else the package index's, scripts/install_torch.py) with
+    only torch and what torch needs; the other tools (pytest, numpy, cmake, ...) come from this one."""
+    here = sysconfig.get_paths()["purelib"]
+    if release == installed_torch():
+        return [here]
+    env = RELEASE_ENVS / release
+    python, stamp = env / "bin" / "python", env / ".installed"
+    RELEASE_ENVS.mkdir(parents=True, exist_ok=True)
+    with open(RELEASE_ENVS / f".{release}.lock", "w") as lock:  # one maker at a time (pytest-xdist workers)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists():
+            shutil.rmtree(env, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+            install = [str(python), str(ROOT / "scripts" / "install_torch.py"), f"torch=={release}"]
+            subprocess.run(install, check=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            stamp.touch()
+    return [_purelib(python), here]
+
+
 def make_env(project: Path) -> Path:
-    """A virtual environment for one project that sees this interpreter's packages (torch, pytest)."""
+    """A virtual environment for one project that sees the packages of this interpreter (torch,
+    pytest), or, for a project pinned to another supported release while this interpreter has the
+    default one, that release's torch first (release_env)."""
     env = project / ".venv"
     python = env / "bin" / "python"
     if not python.exists():
+        # Only under the default release: with another TORCH_SPEC (CI's matrix), every project builds
+        # against the torch that was asked for.
+        release = pinned_torch(project)
+        other = release and release != installed_torch() and installed_torch() == facts.torch_version()
+        parents = release_env(release) if other else [sysconfig.get_paths()["purelib"]]
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
-        purelib = subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        parent = sysconfig.get_paths()["purelib"]
-        Path(purelib, "_parent_environment.pth").write_text(parent + "\n")
+        Path(_purelib(python), "_parent_environment.pth").write_text("".join(f"{parent}\n" for parent in parents))
     return python
 
 

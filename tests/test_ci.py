@@ -120,15 +120,16 @@ def test_ci_jobs_together_run_every_test_of_make_test():
         assert built == slow, f"with {torch}, no job runs {sorted(slow - built)}"
 
 
-def test_build_matrix_pins_the_makefile_torch_and_tries_the_newest_cpu_release():
+def test_build_matrix_covers_every_supported_release_and_tries_the_newest_cpu_release():
     makefile = (ROOT / "Makefile").read_text()
     pinned = subprocess.run(
         ["make", "-s", "--no-print-directory", "torch-spec"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.strip()
-    assert pinned == facts.torch_spec(), "make uses the pin of copier/torch.yml"
+    assert pinned == facts.torch_spec(), "make uses the default release of copier/torch.yml"
     flow = workflow()
     job = flow["jobs"]["build-test"]
-    assert job["strategy"]["matrix"]["torch"] == [pinned, "torch"]
+    others = [facts.torch_spec(release) for release in facts.other_torch_releases()]
+    assert job["strategy"]["matrix"]["torch"] == [pinned, *others, "torch"]
     assert job["strategy"]["fail-fast"] is False
     assert job["env"]["TORCH_SPEC"] == "${{ matrix.torch }}"
     assert flow["env"]["TORCH_INDEX_URL"] == CPU_INDEX, "PyPI's Linux torch is a CUDA build of several GB"

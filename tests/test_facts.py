@@ -1,4 +1,4 @@
-"""One source per fact. The torch pin lives in copier/torch.yml and the device limit in copier.yml
+"""One source per fact. The supported torch releases live in copier/torch.yml and the device limit in copier.yml
 (max_device_count): copier.yml, the Makefile and the template read them, the docs include what the
 template renders, and every copy kept by hand is compared with its source here. The generated
 README's table of environment variables is the only such table, and it lists every variable the
@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 
+import pytest
 from copier import run_copy
 
 import facts
@@ -43,14 +44,29 @@ def text_of(path) -> str:
         return ""
 
 
-def test_every_torch_pin_is_the_one_in_copier_torch_yml():
+def test_every_torch_pin_is_a_release_of_copier_torch_yml():
     wrong = []
     for path in hand_written_files():
         for number, line in enumerate(text_of(ROOT / path).splitlines(), 1):
             for version in PIN.findall(line):
-                if version != facts.torch_version():
+                if version not in facts.torch_releases():
                     wrong.append(f"{path}:{number}: torch=={version}")
-    assert not wrong, f"copier/torch.yml pins torch=={facts.torch_version()}, but:\n" + "\n".join(wrong)
+    releases = ", ".join(facts.torch_releases())
+    assert not wrong, f"copier/torch.yml supports torch {releases}, but:\n" + "\n".join(wrong)
+
+
+def test_the_default_release_is_supported_and_the_list_is_newest_first():
+    releases = facts.torch_releases()
+    assert facts.torch_version() in releases
+    numbers = [tuple(int(part) for part in release.split(".")) for release in releases]
+    assert numbers == sorted(set(numbers), reverse=True), f"copier/torch.yml: {releases} is not newest first"
+
+
+def test_the_makefile_knows_every_supported_release():
+    result = subprocess.run(
+        ["make", "-s", "--no-print-directory", "torch-releases"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.split() == facts.torch_releases(), result.stderr
 
 
 def test_the_makefile_installs_the_pinned_torch():
@@ -68,17 +84,18 @@ def test_the_makefile_installs_the_pinned_torch():
     assert result.stdout.strip() == facts.torch_spec()
 
 
-def test_reserved_names_come_from_the_pinned_torch():
-    listed = facts.copier_config()["reserved"]["default"][0]["torch_version"]
-    assert listed == facts.torch_version(), (
-        f"copier/reserved_names.yml was generated from torch {listed}, the pin is {facts.torch_version()}: "
-        "install the pinned torch and run make reserved-names"
+def test_reserved_names_cover_every_supported_release():
+    listed = [str(part["torch_version"]) for part in facts.copier_config()["reserved"]["default"]]
+    assert listed == facts.torch_releases(), (
+        f"copier/reserved_names.yml has parts for torch {listed}, copier/torch.yml supports {facts.torch_releases()}: "
+        "run scripts/update_reserved_names.py in an environment of each release"
     )
 
 
-def test_a_render_pins_the_torch_of_copier_torch_yml(render):
-    project = render("npu")
-    version, minor = facts.torch_version(), ".".join(facts.torch_version().split(".")[:2])
+@pytest.mark.parametrize("version", facts.torch_releases())
+def test_a_render_pins_the_torch_it_was_asked_for(render, version):
+    project = render("npu", torch_version=version)
+    minor = ".".join(version.split(".")[:2])
     readme = (project / "README.md").read_text()
     assert f"pip install torch=={version} " in readme
     assert f"torch {minor} " in readme

@@ -35,11 +35,21 @@ def test_actionlint_reports_a_broken_workflow(render):
 def test_workflow_builds_without_isolation_against_cpu_torch(render):
     workflow = yaml.safe_load((render("foo") / ".github" / "workflows" / "ci.yml").read_text())
     assert workflow["env"]["TORCH_INDEX_URL"].endswith("/whl/cpu")
-    assert set(workflow["jobs"]) == {"lint", "build-test", "sanitizers"}
+    assert set(workflow["jobs"]) == {"lint", "build-test", "nightly", "sanitizers"}
     steps = " ".join(step.get("run", "") for step in workflow["jobs"]["build-test"]["steps"])
     assert '"$TORCH_SPEC" --index-url "$TORCH_INDEX_URL"' in steps
     assert "pip install --no-build-isolation -e ." in steps and "pytest" in steps
     assert "pre-commit run --all-files" in workflow["jobs"]["lint"]["steps"][-1]["run"]
+
+
+def test_workflow_tries_the_torch_nightly_without_failing_the_run(render):
+    workflow = yaml.safe_load((render("foo") / ".github" / "workflows" / "ci.yml").read_text())
+    nightly = workflow["jobs"]["nightly"]
+    assert nightly["continue-on-error"] is True, "the nightly may break: it warns, it does not fail the run"
+    steps = " ".join(step.get("run", "") for step in nightly["steps"])
+    assert "--pre torch --index-url https://download.pytorch.org/whl/nightly/cpu" in steps
+    assert "pip install --no-build-isolation -e ." in steps and "pytest" in steps
+    assert workflow[True]["schedule"], "a nightly changes without a commit here: run on a schedule too"
 
 
 def test_generated_workflow_runs_the_suite_under_asan_ubsan_and_tsan(render):

@@ -16,6 +16,7 @@ import yaml
 from copier import run_copy, run_update
 from plumbum import local
 
+import facts
 from conftest import ROOT
 
 IDENTITY = {
@@ -235,6 +236,41 @@ def test_update_keeps_the_features_of_a_project_from_before_presets(template_rep
     answers = yaml.safe_load(answers_file.read_text())
     assert answers["preset"] == "full" and answers["distributed"] is True
     assert (project / "csrc" / "distributed").is_dir() and (project / "csrc" / "profiler").is_dir()
+    assert_nothing_in_conflict(project)
+
+
+def test_update_moves_a_project_across_the_supported_torch_releases(template_repo, tmp_path):
+    """From the oldest supported release to the newest, with the user's edits kept; an answers file
+    from before the question (no torch_version) takes the default release."""
+    oldest, newest = facts.torch_releases()[-1], facts.torch_releases()[0]
+    project = generate(template_repo, tmp_path / "project", "v0.9.0", torch_version=oldest)
+    with (project / "README.md").open("a") as readme:
+        readme.write(USER_README)
+    commit_all(project, "Our changes")
+
+    def pins() -> set[str]:
+        workflow = (project / ".github" / "workflows" / "ci.yml").read_text()
+        readme = (project / "README.md").read_text()
+        pyproject = (project / "pyproject.toml").read_text()
+        found = {line.split("torch==")[1].split()[0] for line in (workflow + readme).splitlines() if "torch==" in line}
+        found |= {line.split("torch>=")[1].split('"')[0] for line in pyproject.splitlines() if "torch>=" in line}
+        return found
+
+    answers_file = project / ".copier-answers.yml"
+    assert pins() == {oldest, ".".join(oldest.split(".")[:2])}
+    update(project, "v0.9.0", torch_version=newest)
+    assert yaml.safe_load(answers_file.read_text())["torch_version"] == newest
+    assert pins() == {newest, ".".join(newest.split(".")[:2])}
+    assert USER_README in (project / "README.md").read_text(), "the user's README section was lost"
+    assert_nothing_in_conflict(project)
+    commit_all(project, f"torch {newest}")
+
+    answers = yaml.safe_load(answers_file.read_text())
+    del answers["torch_version"]  # as a release before the question wrote it
+    answers_file.write_text(yaml.safe_dump(answers))
+    commit_all(project, "Answers of an older release")
+    update(project, "v0.9.0")
+    assert yaml.safe_load(answers_file.read_text())["torch_version"] == facts.torch_version()
     assert_nothing_in_conflict(project)
 
 

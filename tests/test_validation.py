@@ -1,5 +1,7 @@
 """Every kind of invalid backend name is rejected with a reason, and nothing is written."""
 
+import re
+
 import pytest
 from copier import run_copy
 
@@ -70,6 +72,7 @@ def test_valid_names_are_accepted(render, name):
         ({"device_count": 0}, f"1 to {MAX_DEVICES} devices"),
         ({"device_count": MAX_DEVICES + 1}, f"1 to {MAX_DEVICES} devices"),
         ({"license": "GPL"}, "license"),
+        ({"torch_version": "2.0.0"}, "Invalid choice for 'torch_version'"),
     ],
 )
 def test_other_answers_are_validated(tmp_path, answers, message):
@@ -79,6 +82,41 @@ def test_other_answers_are_validated(tmp_path, answers, message):
             str(ROOT),
             str(dest),
             data={"backend_name": "npu", **answers},
+            defaults=True,
+            unsafe=True,
+            quiet=True,
+            vcs_ref="HEAD",
+        )
+    assert not dest.exists() or not any(dest.iterdir())
+
+
+def names_taken_in_one_release_only() -> list[tuple[str, str]]:
+    """(name, release) for valid device names that torch has as an attribute in one supported release
+    and not in another (copier/reserved_names.yml), each release's first such name."""
+    parts = facts.copier_config()["reserved"]["default"]
+    found = {}
+    for part in parts:
+        others = set().union(*(set(other["torch_attributes"]) for other in parts if other is not part))
+        for name in sorted(set(part["torch_attributes"]) - others):
+            if re.fullmatch(r"[a-z]+(_[a-z]+)*", name) and name not in found.values():
+                found.setdefault(str(part["torch_version"]), name)
+    return [(name, release) for release, name in found.items()]
+
+
+@pytest.mark.parametrize(
+    "name,release",
+    names_taken_in_one_release_only()
+    or [pytest.param("", "", marks=pytest.mark.skip(reason="the supported releases have the same attributes"))],
+)
+@pytest.mark.parametrize("chosen", facts.torch_releases())
+def test_a_name_taken_in_another_supported_release_is_refused_naming_that_release(tmp_path, name, release, chosen):
+    # The project's code must work on every supported release, whichever it is pinned to.
+    dest = tmp_path / "out"
+    with pytest.raises(ValueError, match=rf"torch\.{name} already exists \(torch {re.escape(release)}\)"):
+        run_copy(
+            str(ROOT),
+            str(dest),
+            data={"backend_name": name, "torch_version": chosen},
             defaults=True,
             unsafe=True,
             quiet=True,

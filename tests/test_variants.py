@@ -178,6 +178,8 @@ def test_shared_builds_are_decided_by_content(tmp_path):
     assert digests("npu", backend_name="npu")[0] != everything[0]
     no_opinfo = digests("no-opinfo", opinfo_tests=False)
     assert no_opinfo[0] == everything[0] and no_opinfo[1] != everything[1], "tests change, the build is reused"
+    for release in checks.facts.other_torch_releases():
+        assert digests(f"torch-{release}", torch_version=release)[0] != everything[0], "built against another torch"
     no_custom_op = digests("no-custom-op", custom_op=False)
     assert no_custom_op[0] != everything[0], "a C++ file less is another build"
     assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
