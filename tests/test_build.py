@@ -48,6 +48,40 @@ def render_variant(render, label: str):
     return render(answers.pop("backend_name"), **answers)
 
 
+# The Hugging Face Trainer recipe (examples/hf_trainer.py) on the example's device, against the same
+# run on the CPU. transformers and accelerate come from requirements-dev.txt; the model is a tiny
+# GPT-2 built from a config and the data are synthetic, so nothing is downloaded.
+@pytest.fixture(scope="class")
+def recipe(tmp_path_factory, builds):
+    """run(*args, **env) runs examples/hf_trainer.py with the example's build; returns (exit code,
+    stdout + stderr, losses or None). The CPU run serves two tests."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    copy = tmp_path_factory.mktemp("hf") / "foo"
+    shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
+    python = builds.python(copy, "example_generated")
+    script = project.EXAMPLE / "examples" / "hf_trainer.py"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
+    runs = {}
+
+    def run(*args: str, **env: str):
+        key = (args, tuple(sorted(env.items())))
+        if key not in runs:
+            result = subprocess.run(
+                [str(python), str(script), *args],
+                capture_output=True,
+                text=True,
+                env={**base, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env},
+                timeout=600,
+            )
+            lines = [line for line in result.stdout.splitlines() if line.startswith("losses ")]
+            losses = json.loads(lines[-1][len("losses ") :]) if lines else None
+            runs[key] = result.returncode, result.stdout + result.stderr, losses
+        return runs[key]
+
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.backend("foo")
 class TestExample:
@@ -62,40 +96,6 @@ class TestExample:
     @pytest.mark.parametrize("label", variants_of(EXAMPLE_GROUP))
     def test_variant_builds_and_passes(self, render, builds, label):
         check_suite(builds, builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
-
-    # The Hugging Face Trainer recipe (examples/hf_trainer.py) on the example's device, against the same
-    # run on the CPU. transformers and accelerate come from requirements-dev.txt; the model is a tiny
-    # GPT-2 built from a config and the data are synthetic, so nothing is downloaded.
-
-    @pytest.fixture(scope="class")
-    def recipe(self, tmp_path_factory, builds):
-        """run(*args, **env) runs examples/hf_trainer.py with the example's build; returns (exit code,
-        stdout + stderr, losses or None). The CPU run serves two tests."""
-        pytest.importorskip("transformers")
-        pytest.importorskip("accelerate")
-        copy = tmp_path_factory.mktemp("hf") / "foo"
-        shutil.copytree(project.EXAMPLE, copy, ignore=shutil.ignore_patterns(*project.BUILD_ARTIFACTS, "*.so"))
-        python = builds.python(copy, "example_generated")
-        script = project.EXAMPLE / "examples" / "hf_trainer.py"
-        base = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
-        runs = {}
-
-        def run(*args: str, **env: str):
-            key = (args, tuple(sorted(env.items())))
-            if key not in runs:
-                result = subprocess.run(
-                    [str(python), str(script), *args],
-                    capture_output=True,
-                    text=True,
-                    env={**base, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", **env},
-                    timeout=600,
-                )
-                lines = [line for line in result.stdout.splitlines() if line.startswith("losses ")]
-                losses = json.loads(lines[-1][len("losses ") :]) if lines else None
-                runs[key] = result.returncode, result.stdout + result.stderr, losses
-            return runs[key]
-
-        return run
 
     def test_trainer_on_the_device_matches_the_cpu(self, recipe):
         code, output, on_cpu = recipe("--cpu")
