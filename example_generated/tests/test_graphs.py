@@ -2,6 +2,7 @@
 csrc/core/Graph.cpp over the runtime's stream capture, csrc/runtime/emulated/graphs.cpp; docs/graphs.md)."""
 
 import copy
+import gc
 import json
 
 import pytest
@@ -205,6 +206,7 @@ def test_random_operators_cannot_be_captured():
 
 
 def test_memory_returns_to_the_baseline_after_reset():
+    gc.collect()  # tensors of earlier tests in this process
     torch.foo.synchronize()
     torch.foo.empty_cache()
     allocated = torch.foo.memory_allocated()
@@ -222,6 +224,7 @@ def test_memory_returns_to_the_baseline_after_reset():
     assert pool_bytes() >= 2 * x.nbytes, "the pool stays reserved while its graph lives"
     del out, x
     graph.reset()
+    gc.collect()
     torch.foo.synchronize()
     torch.foo.empty_cache()
     assert pool_bytes() == 0
@@ -279,6 +282,8 @@ def test_bad_arguments_raise_clearly():
         torch.foo.graph(torch.foo.FooGraph(), capture_error_mode="loose")
     with pytest.raises(TypeError, match="FooGraph"):
         torch.foo.graph(object())
+    with pytest.raises(ValueError, match="check_input_liveness"):
+        torch.foo.graph(torch.foo.FooGraph(), check_input_liveness=True)
     graph = torch.foo.FooGraph()
     with pytest.raises(RuntimeError, match="without capture_begin"):
         graph.capture_end()

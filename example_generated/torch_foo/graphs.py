@@ -43,7 +43,7 @@ class FooGraph(torch.accelerator.Graph):
 
 
 class graph:
-    """Captures the work of its block into ``foo_graph`` (FooGraph or torch.accelerator.Graph).
+    """Captures the work of its block into ``cuda_graph`` (a FooGraph or torch.accelerator.Graph).
 
     As torch.cuda.graph: synchronises the device and empties the caches first, then captures on
     ``stream`` (the current stream inside the block; a side stream of this module's own if not
@@ -54,19 +54,27 @@ class graph:
 
     def __init__(
         self,
-        foo_graph: torch.accelerator.Graph,
+        cuda_graph: torch.accelerator.Graph,
         pool: tuple[int, int] | None = None,
         stream: torch.Stream | None = None,
         capture_error_mode: str = "global",
+        enable_annotations: bool = False,
+        check_input_liveness: bool = False,
     ) -> None:
-        if not isinstance(foo_graph, torch.accelerator.Graph):
-            raise TypeError(f"graph() needs a FooGraph, not {type(foo_graph).__name__}")
+        # The first parameter keeps torch.cuda.graph's name, so that code ported from CUDA that passes it
+        # by keyword works; it takes a FooGraph (or any torch.accelerator.Graph of this device).
+        if not isinstance(cuda_graph, torch.accelerator.Graph):
+            raise TypeError(f"graph() needs a FooGraph, not {type(cuda_graph).__name__}")
+        if enable_annotations:
+            raise ValueError("enable_annotations needs CUDA's kernel annotations (cuda.bindings); not on this device")
+        if check_input_liveness:
+            raise ValueError("check_input_liveness is not supported on this device yet (docs/graphs.md)")
         if capture_error_mode not in _MODES:
             raise ValueError(f"capture_error_mode must be one of {', '.join(_MODES)}, not {capture_error_mode!r}")
         if stream is None and graph.default_capture_stream is None:
             graph.default_capture_stream = torch.foo.Stream()
         self.capture_stream = stream if stream is not None else graph.default_capture_stream
-        self.graph = foo_graph
+        self.graph = cuda_graph
         self.pool = pool
         self.capture_error_mode = capture_error_mode
         self._stream_context = torch.foo.stream(self.capture_stream)
