@@ -287,3 +287,16 @@ def test_bad_arguments_raise_clearly():
     graph = torch.foo.FooGraph()
     with pytest.raises(RuntimeError, match="without capture_begin"):
         graph.capture_end()
+
+
+def test_a_compiled_function_can_be_captured():
+    # mode="reduce-overhead" is refused (docs/graphs.md: torch's cudagraph trees are CUDA-only);
+    # capturing the compiled function gives the same one-submission replay.
+    compiled = torch.compile(lambda a, b: (a * 2 + b).relu().sin() - b, backend="foo")
+    x, y = torch.randn(1000, device=DEVICE), torch.randn(1000, device=DEVICE)
+    compiled(x, y)  # compiles outside the capture
+    graph, out = capture(lambda: compiled(x, y))
+    fresh = torch.randn(1000)
+    x.copy_(fresh.to(DEVICE))
+    graph.replay()
+    assert_close(out.cpu(), (fresh * 2 + y.cpu()).relu().sin() - y.cpu())
