@@ -98,6 +98,17 @@ def test_two_graphs_share_a_pool_and_snapshots_show_it():
     assert handle != torch.foo.graph_pool_handle() and handle[0] == 0
 
 
+def test_a_pool_of_another_device_is_refused_and_the_stream_does_not_stay_capturing():
+    first, _ = capture(lambda: torch.ones(8, device=DEVICE) * 2)
+    other = torch.foo.Stream(device=1)
+    with pytest.raises(RuntimeError, match="belongs to foo:0"):
+        with torch.foo.graph(torch.foo.FooGraph(), pool=first.pool(), stream=other):
+            pass
+    with torch.foo.stream(other):
+        assert not torch.foo.is_current_stream_capturing()
+        assert_close((torch.ones(4, device=f"{DEVICE}:1") + 1).cpu(), torch.full((4,), 2.0))
+
+
 def test_work_on_a_side_stream_joined_by_events_is_captured_into_the_same_graph():
     x = torch.ones(256, device=DEVICE)
     side = torch.foo.Stream()

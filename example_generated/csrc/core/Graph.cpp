@@ -60,9 +60,17 @@ class FooGraph final : public at::GraphImplInterface {
     const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
     fooStream_t handle = native_stream(stream);
     FOO_CHECK(fooStreamBeginCapture(handle, runtime_mode(mode)));
-    fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
-    FOO_CHECK(fooStreamGetCaptureInfo(handle, &status, &capture_id_));
-    begin_allocate_to_pool(device_, capture_id_, pool_);
+    try {
+      fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
+      FOO_CHECK(fooStreamGetCaptureInfo(handle, &status, &capture_id_));
+      begin_allocate_to_pool(device_, capture_id_, pool_); // raises for a pool of another device
+    } catch (...) {
+      fooGraph_t graph = nullptr; // the stream must not stay in capture
+      if (fooStreamEndCapture(handle, &graph) == fooSuccess) {
+        (void)fooGraphDestroy(graph);
+      }
+      throw;
+    }
     holds_pool_ = true;
     capturing_ = true;
     captures_underway.fetch_add(1, std::memory_order_acq_rel);
