@@ -66,6 +66,12 @@ from .device import (  # noqa: E402
     set_device,
     synchronize,
 )
+from .graphs import (  # noqa: E402
+    FooGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+)
 from .memory import (  # noqa: E402
     caching_allocator_alloc,
     caching_allocator_delete,
@@ -210,6 +216,10 @@ __all__ = [
     "Event",
     "ExternalStream",
     "fallback_ops",
+    "FooGraph",
+    "graph",
+    "graph_pool_handle",
+    "is_current_stream_capturing",
     "get_allocator_backend",
     "get_amp_supported_dtype",
     "get_device_capability",

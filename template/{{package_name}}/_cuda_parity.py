@@ -7,18 +7,17 @@ gains in a new torch release fails that test until it is implemented or listed h
 """
 
 CUDA_ONLY = "CUDA-only"
-GRAPHS = "graphs issue, not yet"
+GRAPHS = "graphs"
 NOT_YET = "not yet"
 
 # name -> (category, reason)
 NOT_PROVIDED: dict[str, tuple[str, str]] = {
     # Graph capture and replay, and the memory pools graphs allocate from.
-    "CUDAGraph": (GRAPHS, "graph capture and replay (torch.accelerator.Graph is the device-generic API)"),
-    "graph": (GRAPHS, "context manager that captures a graph"),
-    "graphs": (GRAPHS, "the module of graph capture"),
-    "graph_pool_handle": (GRAPHS, "a memory pool id for graph capture"),
-    "make_graphed_callables": (GRAPHS, "captures modules and functions as graphs"),
-    "is_current_stream_capturing": (GRAPHS, "whether the current stream is capturing a graph"),
+    "CUDAGraph": (GRAPHS, "CUDA's name: the class here is <Name>Graph (graphs.py), a torch.accelerator.Graph"),
+    "make_graphed_callables": (
+        GRAPHS,
+        "captures modules and functions as graphs; torch's implementation calls torch.cuda directly (docs/graphs.md)",
+    ),
     "MemPool": (GRAPHS, "memory pools of the caching allocator, which graph capture also allocates from"),
     "use_mem_pool": (GRAPHS, "routes allocations to a MemPool"),
     "export_dot": (GRAPHS, "a capture-end hook that writes a captured graph as Graphviz DOT"),

@@ -25,6 +25,7 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
+#include "../core/Graph.h"
 #include "../families/WiderDtypes.h"
 #include "Copy.h"
 #include "SchemaFacts.h"
@@ -205,6 +206,10 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   check_same_device(op, *stack);
+  graphs::check_not_capturing(
+      current_device(),
+      "operator " + op.schema().operator_name().name + " (it has no foo kernel: the CPU fallback runs it)",
+      "the fallback copies its tensors to the host and waits for the device");
   const OpFacts& facts = facts_for(op);
   if (!facts.generators.empty()) {
     seed_cpu_generators(facts, op, stack);

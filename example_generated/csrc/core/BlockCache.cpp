@@ -30,12 +30,13 @@ Block* BlockCache::malloc_block(
   }
   const size_t size = round_up(nbytes, kMinBlockSize);
   const bool small = size <= kSmallSize;
+  const uint32_t pool = route_count_.load(std::memory_order_acquire) > 0 ? pool_for(device, stream) : 0;
   std::unique_lock<std::mutex> lock(mutex_);
   DeviceCache& cache = caches_[device];
   process_pending_uses();
-  Block* block = take_free_block(cache, stream, size, small);
+  Block* block = take_free_block(cache, pool, stream, size, small);
   if (block == nullptr) {
-    block = new_segment(lock, device, stream, size, small, nbytes);
+    block = new_segment(lock, device, pool, stream, size, small, nbytes);
     note(memory_history::Action::SegmentAlloc, block, block->size, context);
   }
   split(cache, block, size);
@@ -54,14 +55,16 @@ Block* BlockCache::malloc_block(
   return block;
 }
 
-// The smallest free block of `stream` that fits, taken out of its pool.
-Block* BlockCache::take_free_block(DeviceCache& cache, c10::StreamId stream, size_t size, bool small) {
+// The smallest free block of `stream` (of private pool `private_key`, if not 0) that fits, taken out of its pool.
+Block* BlockCache::take_free_block(
+    DeviceCache& cache, uint32_t private_key, c10::StreamId stream, size_t size, bool small) {
   FreeBlocks& pool = cache.pool(small);
   Block key;
+  key.pool = private_key;
   key.stream = stream;
   key.size = size;
   auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) {
+  if (it == pool.end() || (*it)->pool != private_key || order_stream(*it) != order_stream(&key)) {
     return nullptr;
   }
   Block* block = *it;
@@ -76,6 +79,7 @@ Block* BlockCache::take_free_block(DeviceCache& cache, c10::StreamId stream, siz
 Block* BlockCache::new_segment(
     std::unique_lock<std::mutex>& lock,
     c10::DeviceIndex device,
+    uint32_t pool,
     c10::StreamId stream,
     size_t size,
     bool small,
@@ -107,6 +111,10 @@ Block* BlockCache::new_segment(
   add(cache.stats.reserved_bytes, small, static_cast<int64_t>(segment));
   auto* block = new Block();
   block->device = device;
+  block->pool = pool;
+  if (PrivatePool* owner = private_pool(pool); owner != nullptr) {
+    ++owner->segments;
+  }
   block->stream = stream;
   block->small = small;
   block->size = segment;
@@ -137,6 +145,7 @@ void BlockCache::split(DeviceCache& cache, Block* block, size_t size) {
   Block* remainder = spare_block();
   remainder->device = block->device;
   remainder->stream = block->stream;
+  remainder->pool = block->pool;
   remainder->small = block->small;
   remainder->size = rest;
   remainder->ptr = static_cast<char*>(block->ptr) + size;
@@ -298,8 +307,9 @@ void BlockCache::release_cached_blocks(std::unique_lock<std::mutex>& lock) {
     for (FreeBlocks* pool : {&cache.small, &cache.large}) {
       for (auto it = pool->begin(); it != pool->end();) {
         Block* block = *it;
-        if (block->is_split()) {
-          ++it;
+        const PrivatePool* owner = private_pool(block->pool);
+        if (block->is_split() || (owner != nullptr && owner->use_count > 0)) {
+          ++it; // a piece of a segment, or a segment of a pool that graphs still use
           continue;
         }
         it = pool->erase(it);
@@ -310,6 +320,14 @@ void BlockCache::release_cached_blocks(std::unique_lock<std::mutex>& lock) {
         segments.push_back(block);
       }
     }
+  }
+  for (Block* block : segments) {
+    if (PrivatePool* owner = private_pool(block->pool); owner != nullptr) {
+      --owner->segments;
+    }
+  }
+  for (auto it = pools_.begin(); it != pools_.end();) { // pools no graph uses and that hold nothing
+    it = it->second.use_count == 0 && it->second.segments == 0 ? pools_.erase(it) : std::next(it);
   }
   if (segments.empty()) {
     return;
@@ -351,6 +369,11 @@ std::vector<SegmentInfo> BlockCache::segments() {
   for (const auto& [device, head] : heads) {
     SegmentInfo segment;
     segment.device = device;
+    for (const auto& [id, pool] : pools_) {
+      if (pool.key == head->pool && head->pool != 0) {
+        segment.pool = id;
+      }
+    }
     segment.address = reinterpret_cast<uintptr_t>(head->ptr);
     segment.stream = head->stream;
     segment.small = head->small;
@@ -365,6 +388,74 @@ std::vector<SegmentInfo> BlockCache::segments() {
     result.push_back(std::move(segment));
   }
   return result;
+}
+
+// ---- graph-private pools -------------------------------------------------------------------------
+
+// The pool allocations on `stream` come from: the pool of the capture it records into, if any.
+// Asked only while some capture allocates from a pool (one runtime call per allocation then).
+uint32_t BlockCache::pool_for(c10::DeviceIndex device, c10::StreamId stream) {
+  const c10::Stream which(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), stream);
+  fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
+  unsigned long long capture = 0;
+  const c10::DeviceGuard guard(which.device());
+  if (fooStreamGetCaptureInfo(native_stream(which), &status, &capture) != fooSuccess ||
+      status == fooStreamCaptureStatusNone) {
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = routes_.find(capture);
+  return it != routes_.end() ? it->second : 0;
+}
+
+// The pool whose key is `key`, or null (the general cache, 0). Caller holds mutex_.
+PrivatePool* BlockCache::private_pool(uint32_t key) {
+  if (key == 0) {
+    return nullptr;
+  }
+  for (auto& [id, pool] : pools_) {
+    if (pool.key == key) {
+      return &pool;
+    }
+  }
+  return nullptr;
+}
+
+void BlockCache::begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, created] = pools_.try_emplace(id);
+  PrivatePool& pool = it->second;
+  if (created) {
+    pool.key = next_pool_key_++;
+    pool.device = device;
+  }
+  TORCH_CHECK(
+      pool.device == device,
+      "memory pool (",
+      id.first,
+      ", ",
+      id.second,
+      ") belongs to foo:",
+      static_cast<int>(pool.device),
+      ", not to foo:",
+      static_cast<int>(device));
+  ++pool.use_count;
+  routes_[capture] = pool.key;
+  route_count_.store(static_cast<int>(routes_.size()), std::memory_order_release);
+}
+
+void BlockCache::end_allocate_to_pool(unsigned long long capture) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  routes_.erase(capture);
+  route_count_.store(static_cast<int>(routes_.size()), std::memory_order_release);
+}
+
+void BlockCache::release_pool(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(id);
+  if (it != pools_.end() && it->second.use_count > 0) {
+    --it->second.use_count;
+  }
 }
 
 } // namespace torch_foo::allocator

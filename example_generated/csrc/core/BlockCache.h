@@ -19,6 +19,13 @@
 //    reusable at once by later work on that stream, because a stream runs its work in order; other
 //    streams never get it. If tensor.record_stream(s) marked it as used on other streams, freeing
 //    records an event on each of them and the block waits until they have all completed.
+//  - Graph-private pools (graph capture, Graph.cpp): while a stream captures into pool P, its
+//    allocations come from P's own segments, and blocks of P go back to P when freed, during the
+//    capture or after it: a graph's replays keep using the addresses it captured, so no other work
+//    may get them. Blocks of P are found by pool, not by stream (every stream of a capture shares
+//    them). Graphs may share P (a use count); when the last one lets it go (reset), P's whole free
+//    segments go back to the runtime at the next empty_cache(), and its other segments as soon as
+//    their blocks are freed and the cache is emptied again.
 //  - empty_cache() hands every whole free segment back to the runtime. When the runtime is out of
 //    memory, the allocator first does the same (after waiting for blocks held back by events) and
 //    retries, then tries a segment of exactly the request, and only then raises
@@ -35,9 +42,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -67,6 +76,7 @@ constexpr size_t kLargeRound = size_t{1} << 20; // large segments are multiples 
 struct Block {
   c10::DeviceIndex device = 0;
   c10::StreamId stream = 0; // the stream it was allocated on
+  uint32_t pool = 0; // the graph-private pool it belongs to (its key, see PrivatePool); 0: the general cache
   bool small = false; // which pool
   size_t size = 0;
   void* ptr = nullptr;
@@ -86,11 +96,19 @@ struct Block {
   }
 };
 
-// Free blocks are looked up by stream, then size (best fit), then address.
+// Free blocks are looked up by pool, then stream (not for a private pool: its streams share its
+// blocks), then size (best fit), then address.
+inline c10::StreamId order_stream(const Block* block) {
+  return block->pool != 0 ? 0 : block->stream;
+}
+
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) {
-      return a->stream < b->stream;
+    if (a->pool != b->pool) {
+      return a->pool < b->pool;
+    }
+    if (order_stream(a) != order_stream(b)) {
+      return order_stream(a) < order_stream(b);
     }
     if (a->size != b->size) {
       return a->size < b->size;
@@ -137,6 +155,14 @@ inline void add(StatArray& stat, bool small, int64_t delta) {
   }
 }
 
+// A graph-private pool (BlockCache.cpp): its blocks carry `key`.
+struct PrivatePool {
+  uint32_t key = 0;
+  c10::DeviceIndex device = 0;
+  int use_count = 0; // graphs that use it; 0: its segments go back to the runtime
+  size_t segments = 0; // segments it holds
+};
+
 // The free and total bytes of `device`, as the runtime counts them (MemoryLimit.cpp).
 std::pair<size_t, size_t> memory_info(c10::DeviceIndex device);
 
@@ -160,6 +186,11 @@ class BlockCache {
   void empty_cache();
   // Every segment and its blocks, by device and address (memory snapshots).
   std::vector<SegmentInfo> segments();
+
+  // Graph-private pools (DeviceAllocator.h says what they are for).
+  void begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t pool);
+  void end_allocate_to_pool(unsigned long long capture);
+  void release_pool(c10::MempoolId_t pool);
 
   // ---- MemoryLimit.cpp ----
 
@@ -186,14 +217,17 @@ class BlockCache {
   BlockCache() = default;
 
   // BlockCache.cpp
-  Block* take_free_block(DeviceCache& cache, c10::StreamId stream, size_t size, bool small);
+  Block* take_free_block(DeviceCache& cache, uint32_t pool, c10::StreamId stream, size_t size, bool small);
   Block* new_segment(
       std::unique_lock<std::mutex>& lock,
       c10::DeviceIndex device,
+      uint32_t pool,
       c10::StreamId stream,
       size_t size,
       bool small,
       size_t nbytes);
+  uint32_t pool_for(c10::DeviceIndex device, c10::StreamId stream);
+  PrivatePool* private_pool(uint32_t key);
   Block* spare_block();
   void split(DeviceCache& cache, Block* block, size_t size);
   void record_uses(Block* block) noexcept;
@@ -232,6 +266,10 @@ class BlockCache {
     return ones;
   }();
   std::array<size_t, kMaxDevices> limits_{}; // bytes the cache may reserve per device (0: no limit of ours)
+  std::map<c10::MempoolId_t, PrivatePool> pools_; // graph-private pools
+  std::map<unsigned long long, uint32_t> routes_; // runtime capture id -> the key of the pool it allocates from
+  std::atomic<int> route_count_{0}; // routes_.size(), read without the lock by every allocation
+  uint32_t next_pool_key_ = 1;
 };
 
 } // namespace torch_foo::allocator

@@ -3,6 +3,7 @@
 #include "DeviceAllocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <set>
 
@@ -157,6 +158,24 @@ void* raw_alloc(size_t nbytes, c10::Stream stream) {
 
 void raw_delete(void* ptr) {
   FooDeviceAllocator::instance().raw_delete(ptr);
+}
+
+c10::MempoolId_t new_pool_id(bool for_graph) {
+  static std::atomic<c10::CaptureId_t> next{1};
+  const c10::CaptureId_t id = next.fetch_add(1, std::memory_order_relaxed);
+  return for_graph ? c10::MempoolId_t{id, 0} : c10::MempoolId_t{0, id};
+}
+
+void begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t pool) {
+  BlockCache::instance().begin_allocate_to_pool(device, capture, pool);
+}
+
+void end_allocate_to_pool(unsigned long long capture) {
+  BlockCache::instance().end_allocate_to_pool(capture);
+}
+
+void release_pool(c10::MempoolId_t pool) {
+  BlockCache::instance().release_pool(pool);
 }
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t size_bytes) {

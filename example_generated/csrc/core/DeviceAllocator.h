@@ -35,6 +35,7 @@ struct BlockInfo {
 
 struct SegmentInfo {
   c10::DeviceIndex device = 0;
+  c10::MempoolId_t pool{0, 0}; // the graph-private pool it belongs to; {0, 0}: the general cache
   uintptr_t address = 0;
   size_t total_size = 0;
   size_t allocated_size = 0;
@@ -57,6 +58,16 @@ double memory_fraction(c10::DeviceIndex device);
 // from the cache, for use on `stream`; raw_delete raises for a pointer raw_alloc did not return.
 void* raw_alloc(size_t nbytes, c10::Stream stream);
 void raw_delete(void* ptr);
+
+// Graph-private pools (graph capture, Graph.cpp; BlockCache.h says how they work). A new pool id,
+// as torch.cuda.graph_pool_handle() gives: {0, n}; a graph without one given gets {n, 0}.
+c10::MempoolId_t new_pool_id(bool for_graph);
+// While the runtime capture `capture` (of `device`) runs, allocations on its streams come from
+// `pool` (created on first use; each begin counts one more user of it).
+void begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t pool);
+void end_allocate_to_pool(unsigned long long capture);
+// One user of `pool` less; with none left, its memory goes back to the runtime (empty_cache()).
+void release_pool(c10::MempoolId_t pool);
 
 // Grows or shrinks a device storage to `size_bytes`, keeping its contents (resize_, set_,
 // UntypedStorage.resize_ through the hooks).

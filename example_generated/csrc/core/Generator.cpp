@@ -9,6 +9,7 @@
 
 #include "../runtime/runtime.h"
 #include "Device.h"
+#include "Graph.h"
 
 namespace torch_foo {
 namespace {
@@ -76,6 +77,11 @@ c10::intrusive_ptr<c10::TensorImpl> FooGeneratorImpl::get_state() const {
 }
 
 PhiloxArgs FooGeneratorImpl::reserve(uint64_t increment) {
+  graphs::check_not_capturing(
+      device().index(),
+      "a random operator",
+      "its kernel takes the generator's seed and offset by value, so every replay would repeat the same numbers. "
+      "Run it outside the graph and pass its result in as a static input");
   const PhiloxArgs args{seed_, offset_};
   offset_ += increment;
   return args;

@@ -292,7 +292,7 @@ py::dict memory_snapshot() {
     d["requested_size"] = segment.requested_size;
     d["stream"] = segment.stream;
     d["segment_type"] = segment.small ? "small" : "large";
-    d["segment_pool_id"] = py::make_tuple(0, 0);
+    d["segment_pool_id"] = py::make_tuple(segment.pool.first, segment.pool.second);
     d["is_expandable"] = false;
     d["frames"] = py::list();
     py::list blocks;
@@ -387,6 +387,16 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_synchronize", torch::wrap_pybind_function_no_gil([](int64_t device) { ns::synchronize(ns::checked(device)); }));
   m.def("_init", &ns::init);
+  // Graphs (torch_foo/graphs.py; torch.accelerator.Graph itself is csrc/core/Graph.cpp).
+  m.def("_graph_pool_handle", [] {
+    const c10::MempoolId_t id = ns::new_pool_id(/*for_graph=*/false);
+    return py::make_tuple(id.first, id.second);
+  });
+  m.def("_is_current_stream_capturing", [] {
+    fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
+    FOO_CHECK(fooStreamIsCapturing(ns::current_stream(), &status));
+    return status != fooStreamCaptureStatusNone;
+  });
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
   m.def(
       "_finish_autograd_device_thread", [](int64_t device) { ns::finish_autograd_device_thread(ns::checked(device)); });

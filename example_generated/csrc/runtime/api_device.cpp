@@ -154,6 +154,10 @@ const char* fooGetErrorString(fooError_t error) {
              "DataLoader)";
     case fooErrorNotSupported: return "operation not supported by this device";
     case fooErrorNotFound: return "named module or kernel not found";
+    case fooErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case fooErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case fooErrorStreamCaptureUnjoined: return "capture was not joined back to its origin stream";
+    case fooErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
     case fooErrorUnknown: return "unknown driver error";
   }
   return "unknown error code";

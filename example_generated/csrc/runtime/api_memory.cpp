@@ -48,6 +48,9 @@ fooError_t fooFree(void* devPtr) {
   if (forked()) {
     return result(forked_child());
   }
+  if (const auto err = driver::capture_permits_unsafe_call("fooFree"); err != fooSuccess) {
+    return result(err);
+  }
   return result(driver::free(devPtr));
 }
 
@@ -98,6 +101,9 @@ fooError_t fooFreeHost(void* ptr) {
   if (forked()) {
     return result(forked_child());
   }
+  if (const auto err = driver::capture_permits_unsafe_call("fooFreeHost"); err != fooSuccess) {
+    return result(err);
+  }
   return result(driver::free_host(ptr));
 }
 
@@ -113,6 +119,9 @@ fooError_t fooMemcpy(void* dst, const void* src, size_t count, fooMemcpyKind kin
   }
   if (dst == nullptr || src == nullptr) {
     return result(null_argument(dst == nullptr ? "dst" : "src"));
+  }
+  if (const auto err = driver::capture_permits_unsafe_call("fooMemcpy"); err != fooSuccess) {
+    return result(err);
   }
   const tracing::ApiScope trace("fooMemcpy");
   return result(driver::memcpy(dst, src, count, kind));

@@ -82,6 +82,22 @@ fooError_t launch_kernel(
     fooStream_t stream);
 fooError_t launch_host_func(fooStream_t stream, fooHostFn_t fn, void* user_data);
 
+// Graphs (stream capture, runtime.h says what is recorded and what conflicts with a capture). The
+// device records the work submitted to a capturing stream instead of running it; the calls above
+// that conflict with a capture (synchronising a capturing stream, ...) fail themselves with
+// fooErrorStreamCaptureUnsupported. capture_permits_unsafe_call() is asked by the entry points of
+// the "potentially unsafe" calls (fooMemcpy, fooFree, fooFreeHost) and applies the capture modes.
+fooError_t stream_begin_capture(fooStream_t stream, fooStreamCaptureMode mode);
+fooError_t stream_end_capture(fooStream_t stream, fooGraph_t* graph);
+fooError_t stream_capture_info(fooStream_t stream, fooStreamCaptureStatus* status, unsigned long long* id);
+fooError_t capture_permits_unsafe_call(const char* call);
+fooError_t graph_node_count(fooGraph_t graph, size_t* count);
+fooError_t graph_instantiate(fooGraph_t graph, fooGraphExec_t* exec);
+fooError_t graph_launch(fooGraphExec_t exec, fooStream_t stream);
+fooError_t graph_destroy(fooGraph_t graph);
+fooError_t graph_exec_destroy(fooGraphExec_t exec);
+fooError_t graph_debug_dot_print(fooGraph_t graph, const char* path);
+
 // Tracing (tracing.h). The entry points record the calls; the device layer records what the device
 // ran (tracing_records.h says how). timestamp() is the clock of every record, in nanoseconds: the
 // device's timer or the host clock it is synchronised with, cheap to read on the host (it stamps

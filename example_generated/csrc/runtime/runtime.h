@@ -67,6 +67,10 @@ typedef enum fooError {
   fooErrorForkedAfterInit = 10, // this process was forked after the runtime was initialised
   fooErrorNotSupported = 11, // the device or driver does not support this call or argument
   fooErrorNotFound = 12, // a module file or a kernel name that does not exist
+  fooErrorStreamCaptureUnsupported = 13, // not permitted while a stream captures (the capture is invalidated)
+  fooErrorStreamCaptureInvalidated = 14, // the capture was invalidated by an earlier failed call
+  fooErrorStreamCaptureUnjoined = 15, // a stream that joined the capture did not join back to its origin
+  fooErrorStreamCaptureIsolation = 16, // a capture would depend on work outside it (an event recorded before)
   fooErrorUnknown = 999, // a driver failure with no better code (fooGetLastErrorMessage has its text)
 } fooError_t;
 
@@ -88,6 +92,8 @@ typedef struct fooStream_st* fooStream_t;
 typedef struct fooEvent_st* fooEvent_t;
 typedef struct fooModule_st* fooModule_t; // a loaded code object
 typedef struct fooFunction_st* fooFunction_t; // a kernel: device code that fooLaunchKernel runs
+typedef struct fooGraph_st* fooGraph_t; // work recorded by a stream capture
+typedef struct fooGraphExec_st* fooGraphExec_t; // a graph made ready to launch
 
 typedef struct fooPointerAttributes {
   fooMemoryType type;
@@ -285,6 +291,60 @@ FOO_API fooError_t fooLaunchKernel(
 // later work on the stream waits for it (CUDA's cudaLaunchHostFunc). It must not call the runtime.
 typedef void (*fooHostFn_t)(void* userData);
 FOO_API fooError_t fooLaunchHostFunc(fooStream_t stream, fooHostFn_t fn, void* userData);
+
+// ---- graphs (stream capture) --------------------------------------------------------------------
+
+// While a stream captures, the work submitted to it (kernel and host-function launches, which copy
+// their parameters as usual, asynchronous copies of device or pinned memory, fills, event records,
+// waits) is recorded into a graph instead of running. A stream that waits for an event recorded
+// in the capture joins it: its work is recorded into the same graph, and it must join back (the
+// origin stream waits for an event recorded on it after its last work) before the capture ends.
+// fooStreamEndCapture returns the graph; fooGraphInstantiate makes it an executable graph and
+// fooGraphLaunch runs all of it on a stream as one submission, in the order it was recorded.
+//
+// Calls that conflict with capture fail with fooErrorStreamCaptureUnsupported and invalidate the
+// capture: after that, work submitted to its streams fails with fooErrorStreamCaptureInvalidated, and
+// so does fooStreamEndCapture, which ends the capture (the streams work normally again). They are:
+// synchronising or querying a capturing stream, fooDeviceSynchronize of its device, querying or
+// synchronising an event recorded in the capture, an asynchronous copy of pageable host memory to
+// or from a capturing stream, destroying a capturing stream; and, depending on the capture mode,
+// the "potentially unsafe" calls fooMemcpy, fooFree and fooFreeHost (which synchronise):
+//  - Global: prohibited on the capturing thread and on every other thread;
+//  - ThreadLocal: prohibited on the capturing thread only;
+//  - Relaxed: permitted.
+typedef enum fooStreamCaptureMode {
+  fooStreamCaptureModeGlobal = 0,
+  fooStreamCaptureModeThreadLocal = 1,
+  fooStreamCaptureModeRelaxed = 2,
+} fooStreamCaptureMode;
+
+typedef enum fooStreamCaptureStatus {
+  fooStreamCaptureStatusNone = 0, // not capturing
+  fooStreamCaptureStatusActive = 1,
+  fooStreamCaptureStatusInvalidated = 2, // capturing, but a failed call invalidated the capture
+} fooStreamCaptureStatus;
+
+// Starts capturing `stream` (NULL: the default stream of the current device); fooErrorStreamCaptureUnsupported
+// if it already captures.
+FOO_API fooError_t fooStreamBeginCapture(fooStream_t stream, fooStreamCaptureMode mode);
+// Ends the capture begun on `stream` and returns its graph (the caller destroys it).
+FOO_API fooError_t fooStreamEndCapture(fooStream_t stream, fooGraph_t* graph);
+FOO_API fooError_t fooStreamIsCapturing(fooStream_t stream, fooStreamCaptureStatus* status);
+// As fooStreamIsCapturing, with the capture's id (unique in the process, never 0) in *captureId
+// while it captures; captureId may be NULL.
+FOO_API fooError_t
+fooStreamGetCaptureInfo(fooStream_t stream, fooStreamCaptureStatus* status, unsigned long long* captureId);
+// The number of work items (kernels, host functions, copies, fills) in `graph`.
+FOO_API fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count);
+// An executable copy of `graph`: the graph may be destroyed afterwards.
+FOO_API fooError_t fooGraphInstantiate(fooGraphExec_t* exec, fooGraph_t graph);
+// Runs the graph's work on `stream` after the work already enqueued there, as one submission.
+FOO_API fooError_t fooGraphLaunch(fooGraphExec_t exec, fooStream_t stream);
+FOO_API fooError_t fooGraphDestroy(fooGraph_t graph);
+// Returns at once; pending launches still run.
+FOO_API fooError_t fooGraphExecDestroy(fooGraphExec_t exec);
+// Writes the graph as a Graphviz dot file: a node per work item, an edge per dependency.
+FOO_API fooError_t fooGraphDebugDotPrint(fooGraph_t graph, const char* path);
 
 #ifdef __cplusplus
 } // extern "C"

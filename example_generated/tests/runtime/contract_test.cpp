@@ -4,7 +4,8 @@
 // the four kernels of test_kernels.h, so a hardware port runs it unchanged (with its own test
 // kernels): run it first after every change to the driver. The emulation's own behaviour (strict
 // memory, its environment variables, host-function kernels) is checked by emulation_test.cpp. The
-// activity tracing of tracing.h, which the profiler reads, is checked by tracing_contract.cpp.
+// activity tracing of tracing.h, which the profiler reads, is checked by tracing_contract.cpp, and
+// graph capture by graphs_contract.cpp.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -592,6 +593,7 @@ void test_fork() {
 } // namespace
 
 void test_tracing(); // tracing_contract.cpp
+void test_graphs(); // graphs_contract.cpp
 
 int main() {
   test_lazy_initialisation();
@@ -605,6 +607,7 @@ int main() {
   test_devices_and_threads();
   test_monitoring();
   test_tracing();
+  test_graphs();
   test_fork();
   return finish("runtime contract");
 }

@@ -13,7 +13,8 @@ knows how to call those only for CPU and GPU devices, so this subclass decides t
   become stream contexts around the kernels that ran in them.
 
 Modes the device cannot serve fail here with an error that names the limitation, instead of a crash
-or a silent CPU run: CUDA graphs (``mode="reduce-overhead"``, ``"max-autotune"``) and the C++
+or a silent CPU run: Inductor's cudagraph trees (``mode="reduce-overhead"``, ``"max-autotune"``:
+CUDA only in torch, docs/graphs.md; torch.foo.graph captures a compiled function instead) and the C++
 wrapper (``cpp_wrapper``, AOTInductor), whose generated C++ would call the device through Inductor's
 C shim, which has no entries for a PrivateUse1 device.
 """
@@ -106,8 +107,10 @@ class FooWrapperCodegen(_DeviceKernelCalls, PythonWrapperCodegen):
     def create(is_subgraph: bool, subgraph_name: str | None, parent_wrapper: Any, partition_signatures: Any = None):
         if config.triton.cudagraphs:
             raise RuntimeError(
-                f"torch.compile: {_DEVICE_TYPE} devices have no CUDA graphs, which mode='reduce-overhead' and "
-                "mode='max-autotune' record. Use mode='default' or mode='max-autotune-no-cudagraphs'."
+                f"torch.compile: mode='reduce-overhead' and mode='max-autotune' record graphs with Inductor's "
+                f"cudagraph trees, which work on CUDA devices only, not on {_DEVICE_TYPE} (docs/graphs.md). Use "
+                f"mode='default' or mode='max-autotune-no-cudagraphs', and capture the compiled function with "
+                f"torch.{_DEVICE_TYPE}.graph() yourself."
             )
         if is_subgraph:
             return FooSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)

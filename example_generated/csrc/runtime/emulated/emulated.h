@@ -3,9 +3,10 @@
 // The emulation in one paragraph. Devices are regions of one reserved range of the host's address
 // space (memory.cpp); in strict memory mode that range is never accessible and the runtime reaches
 // the same pages through a second, private range. Each stream has a worker thread that runs its tasks
-// (kernels, host functions, copies, fills, event records, waits for other streams) in order from a
-// bounded queue (streams.cpp); a kernel's blocks run on the worker's OpenMP team (kernels.cpp).
-// Positions in a stream are task counts: an event is a (stream, position) pair, complete once the
+// (kernels, host functions, copies, fills, event records, waits for other streams, graphs) in order
+// from a bounded queue (streams.cpp); a capturing stream records its tasks into a graph instead,
+// and a graph launch is one task that runs the recorded ones (graphs.cpp); a kernel's blocks run on the worker's OpenMP
+// team (kernels.cpp). Positions in a stream are task counts: an event is a (stream, position) pair, complete once the
 // stream has finished that many tasks (events.cpp). Configuration comes from the environment
 // (config.cpp).
 #pragma once
@@ -55,11 +56,13 @@ void initialize_memory();
 struct Stream;
 struct Event;
 struct Function;
+struct Capture;
+struct GraphExec;
 
 constexpr size_t kInlineParams = 320; // parameter blocks up to this size travel inside the task
 
 struct Task {
-  enum class Kind : uint8_t { Kernel, HostFunc, Copy, Fill, Record, Wait };
+  enum class Kind : uint8_t { Kernel, HostFunc, Copy, Fill, Record, Wait, Graph };
   Kind kind = Kind::Kernel;
   bool traced = false; // [tracing] its tag waits beside it in the stream (it fits the padding after kind)
   int value = 0; // Fill: the byte
@@ -77,6 +80,7 @@ struct Task {
   Event* event = nullptr; // Record: the timing event to stamp (holds a reference)
   Stream* other = nullptr; // Wait: the stream to wait for (holds a reference) ...
   uint64_t position = 0; // ... until it has finished this many tasks
+  GraphExec* graph = nullptr; // Graph: the executable graph to run (holds a reference)
   alignas(16) unsigned char params[kInlineParams];
 
   const void* params_data() const {
@@ -144,6 +148,36 @@ void stop_workers();
 
 // Runs a copy or fill task on a stream worker.
 void run_transfer(const Task& task);
+// Runs a kernel, host function, copy, fill or graph task on `stream`'s worker, keeping what it owns;
+// false if a kernel failed (the stream then holds the failure).
+bool run_work(Stream* stream, const Task& task);
+// Frees what a task owns without running it.
+void discard(Task& task);
+
+// ---- graphs (graphs.cpp) ------------------------------------------------------------------------
+
+// The capture `stream` records into, or null (one atomic load: every submission asks).
+Capture* capturing(const Stream* stream);
+void set_capturing(Stream* stream, Capture* capture);
+// Records a task submitted to a stream that captures into `capture` (enqueue() calls it).
+void capture_task(Capture* capture, Stream* stream, Task&& task);
+// fooErrorStreamCaptureInvalidated (described) if `stream` captures into an invalidated capture.
+fooError_t capture_check(Stream* stream);
+// `call` conflicts with the capture of `stream` / of a stream of `device` / with capture `id` (an
+// event recorded in it) if that capture is active: invalidates it, fails with
+// fooErrorStreamCaptureUnsupported; fooSuccess otherwise.
+fooError_t stream_capture_conflict(
+    Stream* stream, const char* call, fooError_t code = fooErrorStreamCaptureUnsupported);
+fooError_t device_capture_conflict(int device, const char* call);
+fooError_t event_capture_conflict(uint64_t id, const char* call);
+// An event recorded on capturing `stream`: the capture's id and the stream's last recorded node.
+void capture_record(Stream* stream, uint64_t* id, int64_t* node);
+// `stream` waits for an event recorded in capture `id` after `node` of stream `from`: joins the
+// capture, or records the dependency. fooSuccess at once if that capture has ended.
+fooError_t capture_wait(Stream* stream, uint64_t id, const Stream* from, int64_t node);
+// Runs an executable graph's work on the calling worker of `stream`; false if a kernel failed.
+bool run_graph(Stream* stream, const GraphExec* exec);
+void release(GraphExec* exec);
 
 // ---- monitoring (monitoring.cpp) ----------------------------------------------------------------
 

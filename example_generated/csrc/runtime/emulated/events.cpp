@@ -20,6 +20,10 @@ struct Event {
   Stream* stream = nullptr; // where the event was last recorded (holds a reference); null if never
   uint64_t position = 0;
   int64_t time_ns = -1; // when the last record was reached (timing events)
+  // [graphs] Recorded last in this capture (0: not in a capture), on that stream after that node.
+  uint64_t capture = 0;
+  const Stream* captured_on = nullptr;
+  int64_t captured_node = -1;
 };
 
 namespace {
@@ -85,11 +89,32 @@ fooError_t event_record(fooEvent_t event, fooStream_t stream) {
         e->device,
         stream_device_of(s));
   }
+  if (const auto err = capture_check(s); err != fooSuccess) {
+    return err;
+  }
   // fault injection
   if (const auto fault = inject(Fault::Event, fooErrorUnknown); fault != fooSuccess) {
     return fault;
   }
   Stream* previous = nullptr;
+  if (capturing(s) != nullptr) { // [graphs] a point in the capture, for other streams to wait for
+    uint64_t id = 0;
+    int64_t node = -1;
+    capture_record(s, &id, &node);
+    {
+      std::lock_guard<std::mutex> lock(e->mutex);
+      previous = e->stream;
+      e->stream = nullptr;
+      e->time_ns = -1;
+      e->capture = id;
+      e->captured_on = s;
+      e->captured_node = node;
+    }
+    if (previous != nullptr) {
+      release(previous);
+    }
+    return fooSuccess;
+  }
   auto move_to = [&](uint64_t position) {
     std::lock_guard<std::mutex> lock(e->mutex);
     previous = e->stream;
@@ -97,6 +122,7 @@ fooError_t event_record(fooEvent_t event, fooStream_t stream) {
     e->stream = s;
     e->position = position;
     e->time_ns = -1;
+    e->capture = 0;
   };
   if (e->timing) {
     Task task;
@@ -121,6 +147,9 @@ fooError_t event_query(fooEvent_t event) {
     return unknown_event(event);
   }
   std::lock_guard<std::mutex> lock(e->mutex);
+  if (const auto conflict = event_capture_conflict(e->capture, "fooEventQuery"); conflict != fooSuccess) {
+    return conflict;
+  }
   return e->stream == nullptr || reached(e->stream, e->position) ? fooSuccess : fooErrorNotReady;
 }
 
@@ -133,6 +162,10 @@ fooError_t event_synchronize(fooEvent_t event) {
   uint64_t position = 0;
   {
     std::lock_guard<std::mutex> lock(e->mutex);
+    const char* call = "fooEventSynchronize";
+    if (const auto conflict = event_capture_conflict(e->capture, call); conflict != fooSuccess) {
+      return conflict;
+    }
     s = e->stream;
     position = e->position;
     if (s == nullptr) {
@@ -195,14 +228,24 @@ fooError_t stream_wait_event(fooStream_t stream, fooEvent_t event) {
   if (e == nullptr) {
     return unknown_event(event);
   }
+  if (const auto err = capture_check(s); err != fooSuccess) {
+    return err;
+  }
   Task task;
   task.kind = Task::Kind::Wait;
   {
     std::lock_guard<std::mutex> lock(e->mutex);
+    if (e->capture != 0) { // [graphs] recorded in a capture: join it, or depend on it inside it
+      return capture_wait(s, e->capture, e->captured_on, e->captured_node);
+    }
     task.other = e->stream;
     task.position = e->position;
     if (task.other == nullptr || task.other == s || reached(task.other, task.position)) {
       return fooSuccess; // never recorded, already in order, or already complete
+    }
+    if (capturing(s) != nullptr) { // [graphs] a graph cannot wait for work outside it
+      const char* call = "waiting for an event recorded outside the capture";
+      return stream_capture_conflict(s, call, fooErrorStreamCaptureIsolation);
     }
     retain(task.other);
   }

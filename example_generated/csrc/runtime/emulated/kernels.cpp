@@ -246,6 +246,9 @@ fooError_t launch_kernel(
   if (s == nullptr) {
     return runtime::fail(fooErrorInvalidResourceHandle, "unknown stream %p", static_cast<void*>(stream));
   }
+  if (const auto err = capture_check(s); err != fooSuccess) {
+    return err;
+  }
   if (static_cast<uint64_t>(block.x) * block.y * block.z > kMaxThreadsPerBlock) {
     return runtime::fail(
         fooErrorInvalidValue,

@@ -511,6 +511,15 @@ fooError_t memcpy_async(void* dst, const void* src, size_t count, fooMemcpyKind 
   // Pageable host memory may be freed or reused as soon as this returns, so the copy happens now,
   // in stream order; pinned memory belongs to the caller until the stream has passed the copy.
   const bool pageable = (host_dst && !is_pinned(dst, count)) || (host_src && !is_pinned(src, count));
+  if (const auto err = capture_check(s); err != fooSuccess) {
+    return err;
+  }
+  if (pageable) { // [graphs] a graph cannot hold on to pageable memory, and the copy would wait for the stream
+    const char* call = "an asynchronous copy of pageable host memory (use pinned memory)";
+    if (const auto conflict = stream_capture_conflict(s, call); conflict != fooSuccess) {
+      return conflict;
+    }
+  }
   if (const auto err = resolve_copy(&dst, &src, count, kind); err != fooSuccess) {
     return err;
   }
@@ -542,6 +551,9 @@ fooError_t memset_async(void* ptr, int value, size_t count, fooStream_t handle) 
   Stream* s = stream_from_handle(handle);
   if (s == nullptr) {
     return runtime::fail(fooErrorInvalidResourceHandle, "unknown stream %p", static_cast<void*>(handle));
+  }
+  if (const auto err = capture_check(s); err != fooSuccess) {
+    return err;
   }
   if (!is_device_range(ptr, count)) {
     return runtime::fail(

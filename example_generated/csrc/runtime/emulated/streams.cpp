@@ -89,6 +89,7 @@ struct Stream {
   std::atomic<bool> failed{false}; // a kernel failed since the last synchronisation ...
   std::string failure; // ... with this message (guarded by mutex)
   std::unique_ptr<tracing::Tag[]> tags; // [tracing] beside each queued traced task, made on first use
+  std::atomic<Capture*> capture{nullptr}; // [graphs] the capture it records into (graphs.cpp)
 };
 
 namespace {
@@ -106,20 +107,14 @@ DeviceStreams& device_streams(int device) {
 
 void run(Stream* s, Task& task, uint64_t position) {
   switch (task.kind) {
-    case Task::Kind::Kernel: {
-      std::string message;
-      if (!run_kernel(task, &message)) {
-        std::lock_guard<std::mutex> lock(s->mutex);
-        if (!s->failed.exchange(true)) {
-          s->failure = std::move(message);
-        }
-      }
-      discard_params(task);
-      break;
-    }
-    case Task::Kind::HostFunc: task.host_fn(task.dst); break;
+    case Task::Kind::Kernel:
+    case Task::Kind::HostFunc:
     case Task::Kind::Copy:
-    case Task::Kind::Fill: run_transfer(task); break;
+    case Task::Kind::Fill:
+    case Task::Kind::Graph:
+      run_work(s, task);
+      discard(task);
+      break;
     case Task::Kind::Record:
       stamp_event(task.event, s, position);
       release(task.event);
@@ -131,21 +126,9 @@ void run(Stream* s, Task& task, uint64_t position) {
   }
 }
 
-// Drops a task without running it, releasing what it holds.
-void discard(Task& task) {
-  switch (task.kind) {
-    case Task::Kind::Kernel: discard_params(task); break;
-    case Task::Kind::Record: release(task.event); break;
-    case Task::Kind::Wait: release(task.other); break;
-    case Task::Kind::HostFunc:
-    case Task::Kind::Copy:
-    case Task::Kind::Fill: break;
-  }
-}
-
 // [tracing] The device record of a traced task the worker ran from `start` until now.
 void trace_task(const Stream* s, const Task& task, uint64_t position, uint64_t start) {
-  auto kind = fooActivityKindKernel; // host functions and waits are never traced
+  auto kind = fooActivityKindKernel; // host functions and waits are never traced; a graph is one kernel record
   if (task.kind == Task::Kind::Copy) {
     kind = fooActivityKindMemcpy;
   } else if (task.kind == Task::Kind::Fill) {
@@ -182,7 +165,7 @@ void worker_main(Stream* s) {
     if (stopped.load(std::memory_order_acquire)) {
       discard(task);
     } else {
-      const bool compute = task.kind == Task::Kind::Kernel;
+      const bool compute = task.kind == Task::Kind::Kernel || task.kind == Task::Kind::Graph;
       const bool memory = task.kind == Task::Kind::Copy || task.kind == Task::Kind::Fill;
       if (compute || memory) {
         activity_begin(s->device, compute ? Activity::Compute : Activity::Memory);
@@ -246,6 +229,53 @@ fooError_t own_stream() {
 
 } // namespace
 
+bool run_work(Stream* s, const Task& task) {
+  switch (task.kind) {
+    case Task::Kind::Kernel: {
+      std::string message;
+      if (!run_kernel(task, &message)) {
+        std::lock_guard<std::mutex> lock(s->mutex);
+        if (!s->failed.exchange(true)) {
+          s->failure = std::move(message);
+        }
+        return false;
+      }
+      return true;
+    }
+    case Task::Kind::HostFunc: task.host_fn(task.dst); return true;
+    case Task::Kind::Copy:
+    case Task::Kind::Fill: run_transfer(task); return true;
+    case Task::Kind::Graph: return run_graph(s, task.graph);
+    case Task::Kind::Record:
+    case Task::Kind::Wait: break;
+  }
+  return true;
+}
+
+// Drops a task without running it, releasing what it holds.
+void discard(Task& task) {
+  switch (task.kind) {
+    case Task::Kind::Kernel: discard_params(task); break;
+    case Task::Kind::Record: release(task.event); break;
+    case Task::Kind::Wait: release(task.other); break;
+    case Task::Kind::Graph:
+      release(task.graph);
+      task.graph = nullptr;
+      break;
+    case Task::Kind::HostFunc:
+    case Task::Kind::Copy:
+    case Task::Kind::Fill: break;
+  }
+}
+
+Capture* capturing(const Stream* stream) {
+  return stream->capture.load(std::memory_order_acquire);
+}
+
+void set_capturing(Stream* stream, Capture* capture) {
+  stream->capture.store(capture, std::memory_order_release);
+}
+
 Stream* worker_stream() {
   return current_worker;
 }
@@ -272,6 +302,10 @@ uint32_t stream_trace_id_of(const Stream* stream) {
 }
 
 uint64_t enqueue(Stream* s, Task&& task, const tracing::Tag* tag, void (*on_position)(void*, uint64_t), void* context) {
+  if (Capture* capture = capturing(s); capture != nullptr) { // [graphs] recorded, not run
+    capture_task(capture, s, std::move(task));
+    return 0;
+  }
   std::unique_lock<std::mutex> lock(s->mutex);
   const auto has_room = [&] {
     return s->tail.load(std::memory_order_relaxed) - s->done.load(std::memory_order_seq_cst) < kQueueCapacity;
@@ -399,6 +433,9 @@ fooError_t stream_destroy(fooStream_t handle) {
   if (s->is_default) {
     return runtime::fail(fooErrorInvalidResourceHandle, "the default stream of a device cannot be destroyed");
   }
+  if (const auto conflict = stream_capture_conflict(s, "destroying a capturing stream"); conflict != fooSuccess) {
+    return conflict;
+  }
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     s->magic = 0;
@@ -414,6 +451,9 @@ fooError_t stream_query(fooStream_t handle) {
   if (s == nullptr) {
     return unknown_stream(handle);
   }
+  if (const auto conflict = stream_capture_conflict(s, "fooStreamQuery"); conflict != fooSuccess) {
+    return conflict;
+  }
   if (!reached(s, stream_tail(s))) {
     return fooErrorNotReady;
   }
@@ -427,6 +467,9 @@ fooError_t stream_synchronize(fooStream_t handle) {
   }
   if (s == current_worker) {
     return own_stream();
+  }
+  if (const auto conflict = stream_capture_conflict(s, "fooStreamSynchronize"); conflict != fooSuccess) {
+    return conflict;
   }
   const tracing::SyncScope trace(fooSynchronizationStream, s->device, s->id); // [tracing]
   wait_for(s, stream_tail(s));
@@ -462,6 +505,9 @@ fooError_t device_synchronize(int device) {
   if (current_worker != nullptr && current_worker->device == device) {
     return own_stream();
   }
+  if (const auto conflict = device_capture_conflict(device, "fooDeviceSynchronize"); conflict != fooSuccess) {
+    return conflict;
+  }
   const tracing::SyncScope trace(fooSynchronizationDevice, device, 0); // [tracing]
   fooError_t result = fooSuccess;
   for (Stream* s : retained_streams(device)) {
@@ -479,6 +525,9 @@ fooError_t launch_host_func(fooStream_t handle, fooHostFn_t fn, void* user_data)
   Stream* s = stream_from_handle(handle);
   if (s == nullptr) {
     return unknown_stream(handle);
+  }
+  if (const auto err = capture_check(s); err != fooSuccess) {
+    return err;
   }
   Task task;
   task.kind = Task::Kind::HostFunc;

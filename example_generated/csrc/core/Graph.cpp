@@ -1,0 +1,196 @@
+// torch.accelerator.Graph for the foo device: at::GraphImplInterface over the runtime's stream
+// capture, registered for PrivateUse1 under the name PyTorch looks it up by
+// (c10::DeviceTypeName(PrivateUse1, /*lowercase=*/false): the backend's name upper-cased).
+//
+// capture_begin(pool, mode) starts capturing the current stream and routes the allocations of the
+// capture's streams to a graph-private memory pool (DeviceAllocator.h): `pool`, shared with the
+// graphs that pass the same id, or a new one. capture_end() ends the capture and, unless the graph
+// was made with keep_graph=True, instantiates it and drops the captured graph at once (as CUDA's
+// CUDAGraph does); replay() launches it on the current stream as one submission. reset() releases
+// everything and the pool's use. Random operators cannot be captured: their kernels take the
+// generator's seed and offset by value, which a replay would repeat (docs/graphs.md).
+#include "Graph.h"
+
+#include <atomic>
+#include <string>
+
+#include <ATen/core/GraphImplInterface.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "../runtime/runtime.h"
+#include "DeviceAllocator.h"
+#include "Exception.h"
+#include "Stream.h"
+
+namespace torch_foo {
+namespace {
+
+std::atomic<int> captures_underway{0}; // graphs between capture_begin and capture_end, in this process
+
+fooStreamCaptureMode runtime_mode(at::GraphCaptureMode mode) {
+  switch (mode) {
+    case at::GraphCaptureMode::Default: // PyTorch's CUDA graphs default to global, as here
+    case at::GraphCaptureMode::Global: return fooStreamCaptureModeGlobal;
+    case at::GraphCaptureMode::ThreadLocal: return fooStreamCaptureModeThreadLocal;
+    case at::GraphCaptureMode::Relaxed: return fooStreamCaptureModeRelaxed;
+  }
+  TORCH_CHECK(false, "unknown graph capture mode ", static_cast<int>(mode));
+}
+
+class FooGraph final : public at::GraphImplInterface {
+ public:
+  explicit FooGraph(const at::GraphImplArgs& args) : keep_graph_(args.keep_graph) {}
+
+  ~FooGraph() override {
+    try {
+      reset();
+    } catch (...) { // a destructor must not throw; reset() reports through the runtime only
+    }
+  }
+
+  void capture_begin(c10::MempoolId_t pool, at::GraphCaptureMode mode) override {
+    TORCH_CHECK(
+        graph_ == nullptr && exec_ == nullptr && !capturing_,
+        "this foo graph already holds a capture: call reset() before capturing again");
+    const c10::Stream stream = current_stream_of_current_device();
+    device_ = stream.device_index();
+    stream_ = stream;
+    const bool shared = pool.first != 0 || pool.second != 0;
+    pool_ = shared ? pool : new_pool_id(/*for_graph=*/true);
+    const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    fooStream_t handle = native_stream(stream);
+    FOO_CHECK(fooStreamBeginCapture(handle, runtime_mode(mode)));
+    try {
+      fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
+      FOO_CHECK(fooStreamGetCaptureInfo(handle, &status, &capture_id_));
+      begin_allocate_to_pool(device_, capture_id_, pool_); // raises for a pool of another device
+    } catch (...) {
+      fooGraph_t graph = nullptr; // the stream must not stay in capture
+      if (fooStreamEndCapture(handle, &graph) == fooSuccess) {
+        (void)fooGraphDestroy(graph);
+      }
+      throw;
+    }
+    holds_pool_ = true;
+    capturing_ = true;
+    captures_underway.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  void capture_end() override {
+    TORCH_CHECK(capturing_, "capture_end() without capture_begin() on this foo graph");
+    const c10::Stream stream = current_stream(device_);
+    const char* where = "a foo graph capture must end on the stream it began on (";
+    TORCH_CHECK(stream == stream_, where, stream_, "), not on ", stream);
+    const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    fooGraph_t graph = nullptr;
+    const fooError_t error = fooStreamEndCapture(native_stream(stream), &graph);
+    const std::string message = error == fooSuccess ? "" : fooGetLastErrorMessage();
+    end_allocate_to_pool(capture_id_);
+    capturing_ = false;
+    captures_underway.fetch_sub(1, std::memory_order_acq_rel);
+    const char* what = fooGetErrorString(error);
+    TORCH_CHECK(error == fooSuccess, "foo graph capture failed: ", what, ": ", message);
+    graph_ = graph;
+    if (!keep_graph_) {
+      instantiate();
+      if (!debug_) { // debug_dump() needs the captured graph
+        FOO_CHECK(fooGraphDestroy(graph_));
+        graph_ = nullptr;
+      }
+    }
+  }
+
+  void instantiate() override {
+    TORCH_CHECK(graph_ != nullptr, "instantiate() needs a captured foo graph (keep_graph=True, before reset())");
+    if (exec_ != nullptr) {
+      FOO_CHECK(fooGraphExecDestroy(exec_));
+      exec_ = nullptr;
+    }
+    FOO_CHECK(fooGraphInstantiate(&exec_, graph_));
+  }
+
+  void replay() override {
+    TORCH_CHECK(exec_ != nullptr || graph_ != nullptr, "replay() of a foo graph that holds no capture");
+    if (exec_ == nullptr) {
+      instantiate();
+    }
+    const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    FOO_CHECK(fooGraphLaunch(exec_, current_stream_on(device_)));
+  }
+
+  void reset() override {
+    if (capturing_) { // destroyed or reset during its capture: end it, discarding the work
+      const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
+      fooGraph_t graph = nullptr;
+      if (fooStreamEndCapture(native_stream(stream_), &graph) == fooSuccess) {
+        (void)fooGraphDestroy(graph);
+      }
+      end_allocate_to_pool(capture_id_);
+      capturing_ = false;
+      captures_underway.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (graph_ != nullptr) {
+      FOO_CHECK(fooGraphDestroy(graph_));
+      graph_ = nullptr;
+    }
+    if (exec_ != nullptr) {
+      FOO_CHECK(fooGraphExecDestroy(exec_)); // launches still pending finish first
+      exec_ = nullptr;
+    }
+    if (holds_pool_) {
+      release_pool(pool_);
+      holds_pool_ = false;
+    }
+  }
+
+  c10::MempoolId_t pool() const override {
+    TORCH_CHECK(holds_pool_, "pool() of a foo graph is known once its capture began (and until reset())");
+    return pool_;
+  }
+
+  void enable_debug_mode() override {
+    debug_ = true;
+  }
+
+  void debug_dump(const std::string& path) override {
+    TORCH_CHECK(debug_, "debug_dump() needs enable_debug_mode() before the capture");
+    TORCH_CHECK(graph_ != nullptr, "debug_dump() needs a captured foo graph (capture first, before reset())");
+    FOO_CHECK(fooGraphDebugDotPrint(graph_, path.c_str()));
+  }
+
+ private:
+  const bool keep_graph_;
+  bool debug_ = false;
+  bool capturing_ = false;
+  bool holds_pool_ = false;
+  c10::DeviceIndex device_ = 0;
+  c10::Stream stream_{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
+  unsigned long long capture_id_ = 0;
+  c10::MempoolId_t pool_{0, 0};
+  fooGraph_t graph_ = nullptr;
+  fooGraphExec_t exec_ = nullptr;
+};
+
+} // namespace
+
+namespace graphs {
+
+void check_not_capturing(c10::DeviceIndex device, const std::string& what, const char* why) {
+  if (captures_underway.load(std::memory_order_acquire) == 0) {
+    return;
+  }
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
+  FOO_CHECK(fooStreamIsCapturing(current_stream_on(device), &status));
+  TORCH_CHECK(status == fooStreamCaptureStatusNone, what, " cannot be captured in a foo graph: ", why);
+}
+
+} // namespace graphs
+} // namespace torch_foo
+
+// The key PyTorch looks the implementation up by: c10::DeviceTypeName(PrivateUse1, false), the
+// renamed backend's name upper-cased. A string literal, not REGISTER_GRAPH_IMPL's token, which the
+// preprocessor would expand if the name were a macro (a backend named "eof" gives EOF).
+namespace at {
+C10_REGISTER_TYPED_CLASS(GraphImplRegistry, "FOO", torch_foo::FooGraph)
+} // namespace at

@@ -1,0 +1,313 @@
+"""Graphs: capture work once, replay it as one submission (torch.accelerator.Graph, torch.foo.graph,
+csrc/core/Graph.cpp over the runtime's stream capture, csrc/runtime/emulated/graphs.cpp; docs/graphs.md)."""
+
+import copy
+import gc
+import json
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+DEVICE = "foo"
+NOT_PERMITTED = "not permitted while a stream captures"
+
+
+def capture(fn, graph=None, **kwargs):
+    """Captures fn() into a new (or the given) FooGraph on the module's side stream; returns (graph, result)."""
+    graph = graph if graph is not None else torch.foo.FooGraph()
+    with torch.foo.graph(graph, **kwargs):
+        result = fn()
+    return graph, result
+
+
+def test_the_device_generic_api_finds_the_implementation():
+    x = torch.zeros(100, device=DEVICE)
+    stream = torch.Stream(device=DEVICE)
+    graph = torch.accelerator.Graph()
+    with stream, graph:  # torch's own form: capture on a stream that is not the default one
+        x += 1
+    assert x.cpu().sum() == 0, "captured work does not run"
+    for expected in (1, 2, 3):
+        graph.replay()
+        assert_close(x.cpu(), torch.full((100,), float(expected)))
+    assert isinstance(torch.foo.FooGraph(), torch.accelerator.Graph)
+
+
+def test_replay_follows_new_values_of_static_inputs():
+    static_in = torch.randn(64, 64, device=DEVICE)
+    weight = torch.randn(64, 64, device=DEVICE)
+    graph, static_out = capture(lambda: torch.relu(static_in @ weight + 1).sum(dim=0))
+    for _ in range(3):
+        fresh = torch.randn(64, 64)
+        static_in.copy_(fresh.to(DEVICE))
+        graph.replay()
+        assert_close(static_out.cpu(), torch.relu(fresh @ weight.cpu() + 1).sum(dim=0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_captured_training_step_matches_eager_training():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(DEVICE)
+    reference = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    batches = [(torch.randn(32, 8), torch.randn(32, 1)) for _ in range(6)]
+    static_x = torch.zeros(32, 8, device=DEVICE)
+    static_y = torch.zeros(32, 1, device=DEVICE)
+
+    def step(net, optimizer, x, y):
+        optimizer.zero_grad(set_to_none=True)
+        error = net(x) - y
+        # Operators with foo kernels only: the CPU fallback cannot be captured.
+        loss = (error * error).sum() / error.numel()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    # Warm-up outside the capture, as with CUDA graphs: the optimizer creates its state here.
+    x, y = batches[0]
+    static_x.copy_(x.to(DEVICE))
+    static_y.copy_(y.to(DEVICE))
+    step(model, opt, static_x, static_y)
+    step(reference, ref_opt, x.to(DEVICE), y.to(DEVICE))
+    opt.zero_grad(set_to_none=True)
+    graph, static_loss = capture(lambda: step(model, opt, static_x, static_y))
+    for x, y in batches[1:]:
+        static_x.copy_(x.to(DEVICE))
+        static_y.copy_(y.to(DEVICE))
+        graph.replay()
+        loss = step(reference, ref_opt, x.to(DEVICE), y.to(DEVICE))
+        assert_close(static_loss.cpu(), loss.cpu(), rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            assert_close(p.detach().cpu(), q.detach().cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_two_graphs_share_a_pool_and_snapshots_show_it():
+    a = torch.arange(1000.0, device=DEVICE)
+    first, b = capture(lambda: a * 2)
+    second, c = capture(lambda: b + 1, pool=first.pool())
+    assert first.pool() == second.pool()
+    a.copy_(torch.full((1000,), 3.0).to(DEVICE))
+    first.replay()
+    second.replay()
+    assert_close(c.cpu(), torch.full((1000,), 7.0))
+    pool = tuple(first.pool())
+    pools = {tuple(s["segment_pool_id"]) for s in torch.foo.memory_snapshot()}
+    assert pool in pools, "the pool's segments show in memory snapshots"
+    handle = torch.foo.graph_pool_handle()
+    assert handle != torch.foo.graph_pool_handle() and handle[0] == 0
+
+
+def test_a_pool_of_another_device_is_refused_and_the_stream_does_not_stay_capturing():
+    first, _ = capture(lambda: torch.ones(8, device=DEVICE) * 2)
+    other = torch.foo.Stream(device=1)
+    with pytest.raises(RuntimeError, match="belongs to foo:0"):
+        with torch.foo.graph(torch.foo.FooGraph(), pool=first.pool(), stream=other):
+            pass
+    with torch.foo.stream(other):
+        assert not torch.foo.is_current_stream_capturing()
+        assert_close((torch.ones(4, device=f"{DEVICE}:1") + 1).cpu(), torch.full((4,), 2.0))
+
+
+def test_work_on_a_side_stream_joined_by_events_is_captured_into_the_same_graph():
+    x = torch.ones(256, device=DEVICE)
+    side = torch.foo.Stream()
+
+    def fork_and_join():
+        main = torch.foo.current_stream()
+        side.wait_stream(main)  # the side stream joins the capture
+        with torch.foo.stream(side):
+            left = x * 3
+        right = x + 1
+        main.wait_stream(side)  # ... and joins back
+        return left + right
+
+    graph, out = capture(fork_and_join)
+    assert not torch.foo.is_current_stream_capturing()
+    x.fill_(2.0)
+    graph.replay()
+    assert_close(out.cpu(), torch.full((256,), 9.0))
+
+
+def test_a_side_stream_that_does_not_join_back_fails_the_capture():
+    x = torch.ones(16, device=DEVICE)
+    side = torch.foo.Stream()
+    graph = torch.foo.FooGraph()
+    with pytest.raises(RuntimeError, match="not waited for"):
+        with torch.foo.graph(graph):
+            side.wait_stream(torch.foo.current_stream())
+            with torch.foo.stream(side):
+                x.mul_(2)
+    with torch.foo.stream(side):
+        x.add_(1)  # the side stream works normally again
+    side.synchronize()
+    assert_close(x.cpu(), torch.full((16,), 2.0))
+
+
+def _synchronize_device(t, stream, event):
+    torch.foo.synchronize()
+
+
+def _synchronize_stream(t, stream, event):
+    stream.synchronize()
+
+
+def _query_stream(t, stream, event):
+    stream.query()
+
+
+def _query_captured_event(t, stream, event):
+    event.record(stream)
+    event.query()
+
+
+def _synchronize_captured_event(t, stream, event):
+    event.record(stream)
+    event.synchronize()
+
+
+def _copy_to_pageable_host_memory(t, stream, event):
+    t.cpu()
+
+
+def _item(t, stream, event):
+    t.sum().item()
+
+
+@pytest.mark.parametrize(
+    "illegal",
+    [
+        _synchronize_device,
+        _synchronize_stream,
+        _query_stream,
+        _query_captured_event,
+        _synchronize_captured_event,
+        _copy_to_pageable_host_memory,
+        _item,
+    ],
+)
+def test_illegal_calls_during_capture_raise_and_leave_the_stream_usable(illegal):
+    t = torch.ones(8, device=DEVICE)
+    stream = torch.foo.Stream()
+    event = torch.foo.Event()
+    graph = torch.foo.FooGraph()
+    with pytest.raises(RuntimeError, match="invalidated") as ended:
+        with torch.foo.graph(graph, stream=stream):
+            t.add_(1)
+            with pytest.raises(RuntimeError, match=NOT_PERMITTED):
+                illegal(t, stream, event)
+            with pytest.raises(RuntimeError, match="invalidated"):
+                t.add_(1)  # further work on the invalidated capture fails too
+    assert "capture failed" in str(ended.value)
+    with torch.foo.stream(stream):
+        t.mul_(3)
+    stream.synchronize()
+    assert_close(t.cpu(), torch.full((8,), 3.0)), "the captured work never ran; the stream runs new work"
+
+
+def test_random_operators_cannot_be_captured():
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        with pytest.raises(RuntimeError, match="cannot be captured"):
+            torch.rand(10, device=DEVICE)
+        y = torch.ones(4, device=DEVICE) * 2
+    graph.replay()
+    assert_close(y.cpu(), torch.full((4,), 2.0))
+    torch.rand(10, device=DEVICE)  # outside a capture: fine
+
+
+def test_memory_returns_to_the_baseline_after_reset():
+    gc.collect()  # tensors of earlier tests in this process
+    torch.foo.synchronize()
+    torch.foo.empty_cache()
+    allocated = torch.foo.memory_allocated()
+    reserved = torch.foo.memory_reserved()
+    x = torch.randn(512, 512, device=DEVICE)
+    graph, out = capture(lambda x=x: (x @ x).relu() @ x)  # temporaries come from the graph's pool
+    graph.replay()
+    pool = tuple(graph.pool())
+
+    def pool_bytes():
+        return sum(s["total_size"] for s in torch.foo.memory_snapshot() if tuple(s["segment_pool_id"]) == pool)
+
+    assert pool_bytes() >= 2 * x.nbytes
+    torch.foo.empty_cache()
+    assert pool_bytes() >= 2 * x.nbytes, "the pool stays reserved while its graph lives"
+    del out, x
+    graph.reset()
+    gc.collect()
+    torch.foo.synchronize()
+    torch.foo.empty_cache()
+    assert pool_bytes() == 0
+    assert torch.foo.memory_allocated() == allocated
+    assert torch.foo.memory_reserved() <= reserved
+
+
+def test_a_replay_of_many_small_operators_is_one_submission(tmp_path):
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.ones(16, device=DEVICE)
+
+    def many():
+        for _ in range(50):
+            x.add_(1)
+
+    graph, _ = capture(many)
+    kernels = {}
+    for name, run in (("replay", graph.replay), ("eager", many)):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            run()
+            torch.foo.synchronize()
+        path = tmp_path / f"{name}.json"
+        prof.export_chrome_trace(str(path))
+        kernels[name] = [e["name"] for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    assert kernels["replay"] == ["fooGraphLaunch"], "the whole graph is one submission"
+    assert len(kernels["eager"]) == 50
+    assert_close(x.cpu(), torch.full((16,), 101.0))
+
+
+def test_keep_graph_debug_dump_and_reset(tmp_path):
+    x = torch.zeros(4, device=DEVICE)
+    graph = torch.foo.FooGraph(keep_graph=True)
+    graph.enable_debug_mode()
+    with torch.foo.graph(graph):
+        x.add_(1)
+        x.mul_(2)
+    path = tmp_path / "graph.dot"
+    graph.debug_dump(str(path))
+    dot = path.read_text()
+    assert dot.startswith("digraph") and dot.count("shape=box") == 2 and "->" in dot
+    graph.replay()  # instantiates first
+    assert_close(x.cpu(), torch.full((4,), 2.0))
+    graph.reset()
+    with pytest.raises(RuntimeError, match="holds no capture"):
+        graph.replay()
+    with torch.foo.graph(graph):  # reusable after reset()
+        x.sub_(1)
+    graph.replay()
+    assert_close(x.cpu(), torch.full((4,), 1.0))
+
+
+def test_bad_arguments_raise_clearly():
+    with pytest.raises(ValueError, match="capture_error_mode"):
+        torch.foo.graph(torch.foo.FooGraph(), capture_error_mode="loose")
+    with pytest.raises(TypeError, match="FooGraph"):
+        torch.foo.graph(object())
+    with pytest.raises(ValueError, match="check_input_liveness"):
+        torch.foo.graph(torch.foo.FooGraph(), check_input_liveness=True)
+    graph = torch.foo.FooGraph()
+    with pytest.raises(RuntimeError, match="without capture_begin"):
+        graph.capture_end()
+
+
+def test_a_compiled_function_can_be_captured():
+    # mode="reduce-overhead" is refused (docs/graphs.md: torch's cudagraph trees are CUDA-only);
+    # capturing the compiled function gives the same one-submission replay.
+    compiled = torch.compile(lambda a, b: (a * 2 + b).relu().sin() - b, backend="foo")
+    x, y = torch.randn(1000, device=DEVICE), torch.randn(1000, device=DEVICE)
+    compiled(x, y)  # compiles outside the capture
+    graph, out = capture(lambda: compiled(x, y))
+    fresh = torch.randn(1000)
+    x.copy_(fresh.to(DEVICE))
+    graph.replay()
+    assert_close(out.cpu(), (fresh * 2 + y.cpu()).relu().sin() - y.cpu())
