@@ -3,7 +3,6 @@ csrc/core/Graph.cpp over the runtime's stream capture, csrc/runtime/emulated/gra
 
 import copy
 import gc
-import json
 
 import pytest
 import torch
@@ -244,6 +243,8 @@ def test_memory_returns_to_the_baseline_after_reset():
 
 
 def test_a_replay_of_many_small_operators_is_one_submission(tmp_path):
+    import json
+
     from torch.profiler import ProfilerActivity, profile
 
     x = torch.ones(16, device=DEVICE)
