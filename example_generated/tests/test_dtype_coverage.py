@@ -63,6 +63,15 @@ SKIP["nn.functional.batch_norm.without_cudnn"] = (
     "(test_opinfo.py compares them)"
 )
 XFAIL: dict[str, str] = {}  # failures to investigate: operator -> reason (strict: an entry that passes fails)
+# The same for the gradients of one case, "<operator>-<dtype>" (CUDA dtypes new in torch 2.14, which
+# OpInfo does not list under 2.13: docs/updating.md in the template repository says what is left).
+XFAIL_GRADIENTS: dict[str, str] = {
+    "stft-bfloat16": "4 of 100 gradient elements differ from the reference by one bfloat16 step beyond the "
+    "tolerance: the overlapping frames' gradients add up in bfloat16 on the device, one operator at a time "
+    "in float in the reference",
+    "sparse.sampled_addmm-float16": "the CPU fallback's sparse matrix product of half (the gradient's "
+    "addmm_out_sparse_csr_impl_mkl) has no kernel, and is called inside the CPU kernel, past the widening",
+}
 # Samples that draw random numbers cannot equal the CPU's: only the others are compared.
 DETERMINISTIC_SAMPLES = {
     "nn.functional.rrelu": lambda sample: not sample.kwargs.get("training", False),
@@ -113,14 +122,18 @@ def cuda_only(op, backward: bool) -> list[torch.dtype]:
     return sorted(op.supported_dtypes("cuda") - op.supported_dtypes("cpu"), key=str)
 
 
-def case(op, dtype):
+def case(op, dtype, backward=False):
     key = op_key(op)
-    marks = [pytest.mark.xfail(strict=True, reason=XFAIL[key])] if key in XFAIL else []
-    return pytest.param(op, dtype, id=f"{key}-{str(dtype).removeprefix('torch.')}", marks=marks)
+    case_id = f"{key}-{str(dtype).removeprefix('torch.')}"
+    reason = XFAIL.get(key) or (XFAIL_GRADIENTS.get(case_id) if backward else None)
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(op, dtype, id=case_id, marks=marks)
 
 
 CASES = [case(op, dtype) for op in op_db for dtype in cuda_only(op, backward=False)]
-GRAD_CASES = [case(op, dtype) for op in op_db if op.supports_autograd for dtype in cuda_only(op, backward=True)]
+GRAD_CASES = [
+    case(op, dtype, backward=True) for op in op_db if op.supports_autograd for dtype in cuda_only(op, backward=True)
+]
 
 
 def samples(op, dtype, requires_grad=False):
@@ -244,6 +257,9 @@ class Reference:
         self.op = op
         self.dtype = dtype
         self.whole = op.name.startswith("fft.")
+        # CUDA's FFTs of bfloat16 (torch 2.14 on, when OpInfo starts listing them, torch.stft's
+        # included) transform in float and return float's result: there is no complex bfloat16.
+        self.float_results = dtype == torch.bfloat16 and (self.whole or op.name == "stft")
         self.function = DEFINITIONS.get(op_key(op), op)
 
     def sample(self, sample):
@@ -254,6 +270,11 @@ class Reference:
 
     def narrowed(self, tree):
         return pytree.tree_map(lambda t: narrowed_tensor(t, self.dtype) if isinstance(t, torch.Tensor) else t, tree)
+
+    def results(self, tree):
+        """The reference's results in the dtypes CUDA returns (their gradients are narrowed, as the
+        inputs are)."""
+        return tree if self.float_results else self.narrowed(tree)
 
 
 def on_cpu(tree):
@@ -280,7 +301,7 @@ def test_forward(op, dtype):
     reference = Reference(op, dtype)
     for sample in samples(op, dtype):
         with reference.mode():
-            expected = reference.narrowed(run(reference.function, reference.sample(sample)))
+            expected = reference.results(run(reference.function, reference.sample(sample)))
         result = run(op, sample)
         assert all(t.device.type == DEVICE for t in tensors(result)), "a result left the device"
         torch.testing.assert_close(

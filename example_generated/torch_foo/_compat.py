@@ -33,8 +33,9 @@ import torch
 
 from . import _version
 
-# The torch release every touchpoint below was checked against.
-CHECKED_WITH = "2.13.0"
+# The torch releases every touchpoint below was checked against: the releases the template supports
+# (its copier/torch.yml), each built and tested by the template's `make test` and CI matrix.
+CHECKED_WITH = "2.14.1, 2.13.0"
 NO_PUBLIC_API = f"none in torch {CHECKED_WITH}"
 
 

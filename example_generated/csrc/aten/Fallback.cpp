@@ -222,7 +222,7 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
   if (at::hasCallbacks()) {
     record_only_the_operator.emplace();
   }
-  if (cpu_key == c10::DispatchKey::CPU && run_widened(op, stack)) {
+  if (run_widened(op, stack, cpu_key)) {
     return; // a dtype that CUDA supports and the CPU kernel does not
   }
   if (run_direct(facts, op, stack, cpu_key)) {

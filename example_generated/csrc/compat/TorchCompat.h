@@ -45,8 +45,8 @@
 // csrc/compile/CompiledKernels.h says how.
 #pragma once
 
-// The torch release these touchpoints were checked against (torch_foo._compat.CHECKED_WITH).
-#define FOO_TORCH_CHECKED_WITH "2.13.0"
+// The torch releases these touchpoints were checked against (torch_foo._compat.CHECKED_WITH).
+#define FOO_TORCH_CHECKED_WITH "2.14.1, 2.13.0"
 
 // Stringizes its argument after macro expansion.
 #define FOO_STRINGIZE_(...) #__VA_ARGS__

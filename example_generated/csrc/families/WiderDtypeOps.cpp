@@ -6,7 +6,8 @@
 //  - FFTs of half and complex32 tensors: PyTorch's FFT front ends (CompositeImplicitAutograd) reject
 //    half precision on every device but CUDA before any kernel runs, so the fallback never sees
 //    them. The front ends are registered here to transform a half tensor in float (complex64), as
-//    cuFFT computes it, and to return CUDA's half-precision result; everything else goes to
+//    cuFFT computes it, and to return CUDA's half-precision result (and, from torch 2.14 on, a
+//    bfloat16 tensor in float, returning float's result as CUDA does); everything else goes to
 //    PyTorch's own front end. They are registered for the autograd key too, where the front end's
 //    decomposition provides the gradient.
 //  - nansum (and nanmean, built on it) of complex tensors: the CPU kernel refuses complex inputs on
@@ -46,6 +47,7 @@
 
 #include "../aten/Fallback.h"
 #include "../aten/OpLibrary.h"
+#include "../core/TorchVersion.h"
 #include "../kernels/histogram.h"
 
 namespace torch_foo {
@@ -121,6 +123,18 @@ bool half_precision(const at::Tensor& t) {
   return t.scalar_type() == c10::kHalf || t.scalar_type() == c10::kComplexHalf;
 }
 
+// Whether CUDA transforms this input in float and returns float's result: bfloat16 from torch 2.14
+// on (there is no complex bfloat16, so a transform of bfloat16 gives complex64 or float32, as for a
+// float input). Torch 2.13 refuses bfloat16 FFTs on every device, and so does the device there.
+bool bfloat16_as_float(const at::Tensor& t) {
+#if FOO_TORCH_AT_LEAST(2, 14)
+  return t.scalar_type() == c10::kBFloat16;
+#else
+  (void)t;
+  return false;
+#endif
+}
+
 // The result dtype of a transform computed in float for a half-precision input.
 at::Tensor to_half_precision(const at::Tensor& t) {
   return t.to(c10::isComplexType(t.scalar_type()) ? c10::kComplexHalf : c10::kHalf);
@@ -142,6 +156,9 @@ struct FftArguments<at::Tensor (*)(const at::Tensor&, A...)> {
       at::Tensor& (*transform_out)(const at::Tensor&, A..., at::Tensor&)>
   struct HalfFft {
     static at::Tensor call(const at::Tensor& self, A... args) {
+      if (bfloat16_as_float(self)) {
+        return transform(self.to(c10::kFloat), args...);
+      }
       if (!half_precision(self)) {
         return transform(self, args...);
       }
@@ -149,7 +166,7 @@ struct FftArguments<at::Tensor (*)(const at::Tensor&, A...)> {
     }
 
     static at::Tensor& call_out(const at::Tensor& self, A... args, at::Tensor& out) {
-      if (!half_precision(self) && !half_precision(out)) {
+      if (!half_precision(self) && !half_precision(out) && !bfloat16_as_float(self)) {
         return transform_out(self, args..., out);
       }
       const at::Tensor result = call(self, args...);

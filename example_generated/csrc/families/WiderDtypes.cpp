@@ -26,6 +26,8 @@
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/ScalarType.h>
 
+#include "../core/TorchVersion.h"
+
 namespace torch_foo {
 namespace {
 
@@ -66,6 +68,14 @@ const std::unordered_map<std::string, std::vector<Widening>>& operator_widenings
         // (OpInfo lists half as CUDA-only for them); CUDA computes in float.
         {"aten::polygamma", half},
         {"aten::round", half},
+#if FOO_TORCH_AT_LEAST(2, 14)
+        // New in torch 2.14's CUDA: sampled_addmm of half and bfloat16 sparse matrices (and the
+        // sparse addmm of half of its gradient), and the transform under torch.stft of bfloat16
+        // signals (in float; the complex result stays complex64, as there is no complex bfloat16).
+        {"aten::sparse_sampled_addmm", half_and_bfloat16},
+        {"aten::addmm", half},
+        {"aten::_fft_r2c", {Widening{ScalarType::BFloat16, ScalarType::Float}}},
+#endif
     };
   }();
   return *table;
@@ -182,7 +192,7 @@ thread_local bool widening = false;
 
 } // namespace
 
-bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   if (widening) {
     return false;
   }
@@ -248,7 +258,7 @@ bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
-  at::native::cpu_fallback(op, stack);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false, cpu_key);
 
   for (auto& [argument, wide] : written) {
     if (argument.sizes() != wide.sizes()) {
