@@ -14,7 +14,7 @@
 // release (TORCH_TARGET_VERSION, csrc/custom_ops/CMakeLists.txt), into a library of its own,
 // torch_foo/_custom_ops.so: the same binary loads on every supported release. Torch's other headers
 // refuse to compile here (they #error when TORCH_TARGET_VERSION is defined), and the link admits
-// only torch's C shim (libtorch_cpu) and the extension's table (Entry.h), through which the device
+// only torch's C shim (libtorch_cpu) and the extension's table (csrc/kernels/custom_ops.h), through which the device
 // kernels run in the extension's runtime: tests/test_custom_ops.py checks the library's imports.
 // What the stable ABI does not cover (the device's guard, allocator, hooks, ...) stays in the
 // extension, built per release: the template's docs/updating.md, "Custom operators on the stable ABI".
@@ -30,7 +30,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "Entry.h"
+#include "../kernels/custom_ops.h"
 
 namespace torch_foo {
 namespace {
@@ -112,7 +112,7 @@ void check_grad(const Tensor& grad, const Tensor& x, const Tensor& bias) {
 
 // ---- device kernels ------------------------------------------------------------------------------
 
-// The extension's table of the operator library (Entry.h), checked once.
+// The extension's table of the operator library (fooCustomOpsEntry), checked once.
 const fooCustomOpsEntry& entry() {
   static const fooCustomOpsEntry* const table = [] {
     const fooCustomOpsEntry* t = fooCustomOpsGetEntry();

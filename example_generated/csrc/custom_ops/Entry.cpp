@@ -1,7 +1,8 @@
-// The extension's side of the custom operator library (Entry.h): the table of the operator
-// library's functions that _custom_ops.so calls. Compiled into the extension (torch_foo._C), without
-// torch's headers.
-#include "Entry.h"
+// The extension's side of the custom operator library: the table of the operator library's
+// functions that _custom_ops.so calls (fooCustomOpsEntry, csrc/kernels/custom_ops.h). Compiled into
+// the extension (torch_foo._C), without torch's headers; it is also what links the custom operator's
+// kernels into the extension, which calls none of them itself.
+#include "../kernels/custom_ops.h"
 
 extern "C" {
 
