@@ -32,7 +32,7 @@ fooError_t fooOpBiasGeluBackward(const fooIter* it, fooStream_t stream);
 typedef struct fooCustomOpsEntry {
   uint32_t version; // FOO_CUSTOM_OPS_ENTRY_VERSION of the extension
   uint32_t size; // sizeof(fooCustomOpsEntry) of the extension
-  // csrc/kernels/custom_ops.h
+  // the kernels above
   fooError_t (*op_bias_gelu)(const fooIter* it, fooStream_t stream);
   fooError_t (*op_bias_gelu_backward)(const fooIter* it, fooStream_t stream);
   // csrc/kernels/kernels.h and csrc/runtime/runtime.h: what a failed call means
@@ -42,7 +42,6 @@ typedef struct fooCustomOpsEntry {
 
 // The table, exported by the extension (csrc/custom_ops/Entry.cpp).
 FOO_API const fooCustomOpsEntry* fooCustomOpsGetEntry(void);
-
 
 #ifdef __cplusplus
 } // extern "C"
