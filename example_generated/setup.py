@@ -99,7 +99,7 @@ class CMakeBuild(build_ext):
             # precompiled header only with this sloppiness.
             os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
         subprocess.run(configure, check=True)
-        command = [tool("cmake"), "--build", str(build), "--target", ext.target]
+        command = [tool("cmake"), "--build", str(build), "--target", ext.target, *ext.libraries]
         if os.environ.get("MAX_JOBS"):
             command += ["--parallel", os.environ["MAX_JOBS"]]
         subprocess.run(command, check=True)
@@ -107,17 +107,41 @@ class CMakeBuild(build_ext):
         destination = Path(self.get_ext_fullpath(ext.name))
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, destination)
+        for library in ext.libraries.values():
+            shutil.copy2(build / library, destination.parent / Path(library).name)
+
+    def copy_extensions_to_source(self):
+        """pip install -e: setuptools copies each module from build_lib into the package's source; the
+        libraries beside it go along."""
+        super().copy_extensions_to_source()
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            package = ext.name.rpartition(".")[0]
+            built = Path(self.build_lib, *package.split("."))
+            for library in ext.libraries.values():
+                name = Path(library).name
+                shutil.copy2(built / name, Path(build_py.get_package_dir(package)) / name)
 
 
 class CMakeExtension(Extension):
-    """An extension CMake builds: `target` names the module's target in CMakeLists.txt."""
+    """An extension CMake builds: `target` names the module's target in CMakeLists.txt; `libraries`
+    maps the targets of other libraries the package loads to the files they make in the build
+    directory, copied beside the module."""
 
-    def __init__(self, name: str, target: str):
+    def __init__(self, name: str, target: str, libraries: dict[str, str] | None = None):
         super().__init__(name, sources=[])
         self.target = target
+        self.libraries = libraries or {}
 
 
 setup(
-    ext_modules=[CMakeExtension("torch_foo._C", target="foo_python")],
+    ext_modules=[
+        CMakeExtension(
+            "torch_foo._C",
+            target="foo_python",
+            # The custom operator library, built on PyTorch's stable ABI (csrc/custom_ops/CMakeLists.txt).
+            libraries={"foo_custom_ops": "csrc/custom_ops/_custom_ops.so"},
+        )
+    ],
     cmdclass={"build_ext": CMakeBuild},
 )

@@ -1,12 +1,18 @@
 """Custom operators: torch.ops.torch_foo.bias_gelu has a foo kernel, a CPU kernel, autograd
 and a fake kernel, checked by torch.library.opcheck and against gelu(x + bias) computed by PyTorch."""
 
+import os
+import re
+import shutil
+import subprocess
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
 import torch_foo
+from torch_foo import ops
 
 op = torch.ops.torch_foo.bias_gelu
 DEVICES = ["cpu", "foo"]
@@ -110,3 +116,21 @@ def test_bad_inputs_raise_clear_errors(bad):
         fake = (mode.from_tensor(x), mode.from_tensor(bias))
         with pytest.raises(RuntimeError, match="bias_gelu"):
             op(*fake)
+
+
+def test_library_is_built_on_the_stable_abi_alone():
+    # The custom operator library (csrc/custom_ops) loads on every supported torch release because it
+    # imports only C names: torch's stable C shim (aoti_torch_*, torch_*), the extension's table
+    # (fooCustomOpsGetEntry) and the C and C++ runtime (versioned names: GLIBC_, GLIBCXX_, CXXABI_,
+    # GCC_), and a sanitizer's runtime in a SANITIZE build. A C++ name of torch (at::, c10::, torch::
+    # mangled, unversioned) would tie it to one release.
+    nm = shutil.which("nm")
+    assert nm, "nm (binutils, which the build's linker comes with) is needed to read the library's imports"
+    command = [nm, "-D", "--undefined-only", str(ops.LIBRARY)]
+    listing = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    imported = [line.split()[-1] for line in listing.splitlines() if line.split()[:1] == ["U"]]
+    unversioned = {name for name in imported if "@" not in name}
+    allowed = re.compile(r"(aoti_torch|torch)_\w+|fooCustomOpsGetEntry|__(asan|lsan|tsan|ubsan|sanitizer)_\w+")
+    assert not {name for name in unversioned if not allowed.fullmatch(name)}
+    assert {"fooCustomOpsGetEntry", "torch_call_dispatcher", "aoti_torch_library_init_def"} <= unversioned
+    assert os.path.realpath(ops.LIBRARY) in torch.ops.loaded_libraries

@@ -1,20 +1,38 @@
 """Custom operators of the foo backend: ``torch.ops.torch_foo.*``.
 
-The schemas and the foo and CPU kernels are C++ (csrc/custom_ops/CustomOps.cpp). This module adds
-what PyTorch needs from Python: a fake kernel for each operator (output metadata without data, for
-FakeTensor, torch.compile and torch.export) and the autograd formula of ``bias_gelu``. Add your
-own operators the same way: schema and kernels in C++, fake kernel and autograd here, a
-``torch.library.opcheck`` test in tests/test_custom_ops.py.
+The schemas and the foo and CPU kernels are C++ (csrc/custom_ops/CustomOps.cpp), built on PyTorch's
+stable ABI into a library of their own, ``_custom_ops.so`` beside the extension, which this module loads
+(one binary for every supported torch release; its device kernels run in the extension's runtime).
+This module adds what PyTorch needs from Python: a fake kernel for each operator (output metadata
+without data, for FakeTensor, torch.compile and torch.export) and the autograd formula of
+``bias_gelu``. Add your own operators the same way: schema and kernels in C++, fake kernel and
+autograd here, a ``torch.library.opcheck`` test in tests/test_custom_ops.py.
 
     >>> x = torch.randn(4, 8, device="foo", requires_grad=True)
     >>> y = torch.ops.torch_foo.bias_gelu(x, torch.zeros(8, device="foo"))
 """
 
+from pathlib import Path
+
 import torch
 
-from . import _C  # noqa: F401  defines the operators
+from . import _C  # noqa: F401  first: the operators' library calls the extension's operator library
 
 NAMESPACE = "torch_foo"
+# The custom operator library (csrc/custom_ops/CMakeLists.txt): it defines the operators.
+LIBRARY = Path(__file__).with_name("_custom_ops.so")
+
+
+def _load_library() -> None:
+    if not LIBRARY.is_file():
+        raise ImportError(
+            f"{LIBRARY} is missing: the custom operators are built with the extension "
+            "(pip install --no-build-isolation -e . in the project)"
+        )
+    torch.ops.load_library(str(LIBRARY))
+
+
+_load_library()
 
 
 def _check_inputs(x: torch.Tensor, bias: torch.Tensor) -> None:
