@@ -69,11 +69,10 @@ const std::unordered_map<std::string, std::vector<Widening>>& operator_widenings
         {"aten::polygamma", half},
         {"aten::round", half},
 #if FOO_TORCH_AT_LEAST(2, 14)
-        // New in torch 2.14's CUDA: sampled_addmm of half and bfloat16 sparse matrices (and the
-        // sparse addmm of half of its gradient), and the transform under torch.stft of bfloat16
-        // signals (in float; the complex result stays complex64, as there is no complex bfloat16).
+        // New in torch 2.14's CUDA: sampled_addmm of half and bfloat16 sparse matrices, and the
+        // transform under torch.stft of bfloat16 signals (in float; the complex result stays
+        // complex64, as there is no complex bfloat16).
         {"aten::sparse_sampled_addmm", half_and_bfloat16},
-        {"aten::addmm", half},
         {"aten::_fft_r2c", {Widening{ScalarType::BFloat16, ScalarType::Float}}},
 #endif
     };
