@@ -28,6 +28,8 @@ FORMS = {
 # the group; the consumers each check a result against what the CPU computes.
 CONSUMERS = """
 import json
+import os
+import sys
 import traceback
 
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -129,7 +131,11 @@ def run_consumers(form):
         except Exception as error:  # reported in the table, cell by cell
             row[consumer.__name__] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
             traceback.print_exc()
-    print("CELLS " + json.dumps({"form": form, "cells": row}), flush=True)
+    # One write per line: under torchrun both ranks share one stdout pipe, and print() with
+    # PYTHONUNBUFFERED (as CI sets it) writes the text and its newline separately, so the other
+    # rank's line could land between them. A pipe keeps a write under 4 KiB whole.
+    sys.stdout.flush()
+    os.write(1, ("CELLS " + json.dumps({"form": form, "cells": row}) + "\\n").encode())
 
 
 def start_run_stop(form, kwargs, rendezvous):
