@@ -49,12 +49,15 @@ MODELS = {
         F.cross_entropy,
     ),
     "cnn": (
+        # No bias before a batch norm, as such models are written: the norm subtracts the mean, so
+        # that bias's gradient is rounding noise, which Adam scales up to a full step whose sign can
+        # differ between device and CPU (docs/device/performance.md, "Rounding").
         lambda: nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1),
+            nn.Conv2d(3, 8, 3, padding=1, bias=False),
             nn.BatchNorm2d(8),
             nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Conv2d(8, 8, 3),
+            nn.Conv2d(8, 8, 3, bias=False),
             nn.BatchNorm2d(8),
             nn.ReLU(),
             nn.AvgPool2d(2),
