@@ -3,6 +3,7 @@ installed torch, fails naming the touchpoint and the torch version when one is m
 shape, and the replacements that remain are scoped to the device."""
 
 import inspect
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -60,6 +61,8 @@ def test_the_package_touches_private_torch_api_only_through_compat():
         code = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
         code = re.sub(r'"""(.*?)"""', "", code, flags=re.S)  # docstrings name the touchpoints
         offenders += [f"{path.relative_to(root)}: {m}" for m in private.findall(code) if m not in DOCUMENTED]
+        if "sys.meta_path" in code:  # the process-wide import hook is _compat.after_import's alone
+            offenders.append(f"{path.relative_to(root)}: sys.meta_path")
     assert offenders == []
 
 
@@ -145,6 +148,33 @@ def test_import_does_not_load_the_compiler(run_python):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_import_hook_waits_for_the_two_compiler_modules_only(run_python):
+    """_compat.after_import's finder waits for torch._dynamo and torch._inductor.compile_fx, finds no
+    module itself, and has nothing left waiting once the compiler has loaded (then both are registered)."""
+    result = run_python(
+        """
+        import json, sys, torch, torch_foo
+        from torch_foo import _compat
+        finders = [f for f in sys.meta_path if isinstance(f, _compat._AfterImport)]
+        before = sorted(_compat._after_import)
+        found = [finders[0].find_spec(name, None) for name in ("json", "torch.fx")]
+        import torch._inductor.compile_fx
+        from torch._dynamo.device_interface import get_interface_for_device
+        interface = get_interface_for_device("foo").__module__
+        after = sorted(_compat._after_import)
+        report = dict(finders=len(finders), before=before, found=repr(found), after=after, interface=interface)
+        print(json.dumps(report))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["finders"] == 1
+    assert report["before"] == ["torch._dynamo", "torch._inductor.compile_fx"]
+    assert report["found"] == "[None, None]"
+    assert report["after"] == []
+    assert report["interface"].startswith("torch_foo")
 
 
 def test_the_scheduler_replacement_answers_only_for_the_device():

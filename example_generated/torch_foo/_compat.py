@@ -18,15 +18,21 @@ a compile or a collective. A new torch release: run tests/test_compat.py, fix wh
 
 Where torch has no registration API, the two replacements that remain are scoped to this device
 (``schedule_device_nodes_as_cpp``, ``trace_in_graph``): they change nothing for any other device.
+The one process-wide change is ``after_import``'s finder on ``sys.meta_path``, which waits for the
+compiler's modules and finds nothing itself.
 The C++ touchpoints are in csrc/compat/TorchCompat.h. docs/integration/compat.md in the template
 repository lists both sides.
 """
 
 import dataclasses
 import importlib
+import importlib.abc
+import importlib.machinery
 import inspect
 import re
+import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -653,6 +659,65 @@ def trace_in_graph(*classes: type) -> None:
     torch.Stream and torch.Event) in the graph, as it does torch.Stream. Adds them only."""
     in_graph = resolve("dynamo.in_graph_classes")()
     in_graph.update(classes)
+
+
+# --- Code to run right after torch imports one of its modules (compiler.py registers the compiler so).
+# Python has no post-import hook (PEP 369 was withdrawn) and torch makes no registration call for a
+# PrivateUse1 device when its compiler loads. So a finder at the front of sys.meta_path wraps the
+# loader of the awaited modules only: it finds nothing itself, the module's own loader runs unchanged,
+# then the callback.
+
+# torch module -> what runs once it has loaded; emptied as they load.
+_after_import: dict[str, Callable[[], None]] = {}
+
+
+class _Loader(importlib.abc.Loader):
+    """The module's own loader, then the callback waiting for it."""
+
+    def __init__(self, loader: Any, module_name: str):
+        self.loader = loader
+        self.module_name = module_name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader  # the module keeps its real loader
+        self.loader.exec_module(module)
+        callback = _after_import.pop(self.module_name, None)
+        if callback is not None:
+            callback()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the loader of the modules ``_after_import`` waits for."""
+
+    marker = "torch_foo"
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name not in _after_import:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader, name)
+                return spec
+        return None
+
+
+def after_import(module_name: str, callback: Callable[[], None]) -> None:
+    """Runs `callback` once torch module `module_name` has loaded: now if it has, else right after
+    its import, before anything can use it. A module already waited for keeps its first callback."""
+    if module_name in sys.modules:
+        _after_import.pop(module_name, None)
+        callback()
+        return
+    _after_import.setdefault(module_name, callback)
+    if not any(getattr(finder, "marker", None) == _AfterImport.marker for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())
 
 
 def owner(name: str) -> type:

@@ -16,16 +16,13 @@ changed it is named in the warning.
 Python has no hook that runs after a given module is imported (PEP 369 was withdrawn), and torch has
 no registration call for compiler support that it makes when its compiler loads (Dynamo registers
 only CUDA, XPU and MTIA interfaces; Inductor's device-module path is incomplete, see _inductor/).
-So ``_AfterImport`` wraps the loader of the two torch modules below, and only those: it finds
-nothing itself, the module's own loader runs unchanged, and the registration follows.
+So the registrations wait with ``_compat.after_import``, whose finder wraps the loader of the two
+torch modules below, and only those.
 """
 
-import importlib.abc
-import importlib.machinery
-import sys
+import functools
 import warnings
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from . import _compat
@@ -70,13 +67,13 @@ _REGISTRATIONS: dict[str, Callable[[], None]] = {
     # Inductor's entry point: loading it loads the codegen modules the backend subclasses.
     _compat.touchpoint("inductor.module").module: _register_inductor,
 }
-_pending: dict[str, Callable[[], None]] = {}
+_registered: set[str] = set()
 
 
-def _run(module_name: str) -> None:
-    register = _pending.pop(module_name, None)
-    if register is None:
+def _run(module_name: str, register: Callable[[], None]) -> None:
+    if module_name in _registered:
         return
+    _registered.add(module_name)
     try:
         register()
     except Exception as error:  # noqa: BLE001  never break torch.compile for other devices
@@ -88,46 +85,7 @@ def _run(module_name: str) -> None:
         )
 
 
-class _Loader(importlib.abc.Loader):
-    """The module's own loader, then the registration."""
-
-    def __init__(self, loader: Any, module_name: str):
-        self.loader = loader
-        self.module_name = module_name
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__loader__ = module.__spec__.loader = self.loader  # the module keeps its real loader
-        self.loader.exec_module(module)
-        _run(self.module_name)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: wraps the loader of the modules in ``_pending``."""
-
-    marker = "torch_foo"
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name not in _pending:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, name)
-                return spec
-        return None
-
-
 def install() -> None:
     """Registers now what torch has loaded, and the rest when it loads. Idempotent."""
     for module_name, register in _REGISTRATIONS.items():
-        _pending.setdefault(module_name, register)
-        if module_name in sys.modules:
-            _run(module_name)
-    if _pending and not any(getattr(finder, "marker", None) == _AfterImport.marker for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+        _compat.after_import(module_name, functools.partial(_run, module_name, register))
