@@ -29,7 +29,9 @@ NAME ?= npu
 # rendered project runs 2 compiler jobs; on 2 cores, 2 workers keep both busy while the other worker
 # runs a generated test suite, which is mostly one thread.
 TEST_WORKERS ?= 2
-PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+# --durations: the log of every run (CI's too) lists the slowest tests, the builds of rendered projects
+# among them, so that where `make test`'s time goes is read, not guessed.
+PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
 DATA ?=
 DATA_ARGS := $(foreach item,$(DATA),--data $(item))
 VENV := .venv
