@@ -48,6 +48,12 @@ FEATURES_OFF: dict[str, object] = {
 }
 # What the preset `minimal` gives: every feature off but the CI workflow (copier.yml, preset).
 MINIMAL = {**FEATURES_OFF, "ci": "github"}
+# Features with compiled code that one variant turns off together, so that `make test` builds fewer
+# projects: each build with its not-slow suite costs a worker 5 to 8 minutes (docs/development.md).
+# No feature needs another, so a group turned off still proves that each of its features, off,
+# leaves a project that builds and passes; the `minimal` variant has them all off at once. A
+# feature in no group is a variant of its own.
+OFF_TOGETHER: tuple[tuple[str, ...], ...] = (("custom_op", "kernel_families"), ("distributed", "profiler"))
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code
@@ -83,16 +89,33 @@ ANOTHER_DEVICE_COUNT = 3
 # first to the newest of them, and so on: `make test` builds each against its release
 # (project.release_env) and runs its suite there. Each keeps compile, distributed and the profiler on,
 # so that their tests run on every release; the example's whole suite runs on the default release.
-OTHER_RELEASE_VARIANTS = ("custom_op off", "kernel_families off")
+OTHER_RELEASE_VARIANTS = ("custom_op and kernel_families off", "benchmarks off")
+
+
+def off_label(names: tuple[str, ...]) -> str:
+    """The variant label of `names` turned off: "compile off", "custom_op and kernel_families off"."""
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"{listed} off"
+
+
+def off_groups() -> list[tuple[str, ...]]:
+    """The features each off-variant turns off, in FEATURES_OFF's order: OFF_TOGETHER's groups, and
+    every other feature alone."""
+    grouped = {name: group for group in OFF_TOGETHER for name in group}
+    unknown = set(grouped) - set(FEATURES_OFF)
+    if unknown:
+        raise ValueError(f"OFF_TOGETHER names {sorted(unknown)}, which are not in FEATURES_OFF")
+    return list(dict.fromkeys(grouped.get(name, (name,)) for name in FEATURES_OFF))
 
 
 def variants() -> dict[str, dict[str, object]]:
     """Answer sets covering each class of feature combination: everything (the defaults), the
-    minimal project (the preset `minimal`) and each option off alone; each with its backend_name, and
-    the torch_version of those built against another release (OTHER_RELEASE_VARIANTS)."""
+    minimal project (the preset `minimal`) and each option off, alone or in its OFF_TOGETHER group;
+    each with its backend_name, and the torch_version of those built against another release
+    (OTHER_RELEASE_VARIANTS)."""
     result: dict[str, dict[str, object]] = {"everything": {}, "minimal": {"preset": "minimal"}}
-    for name, off in FEATURES_OFF.items():
-        result[f"{name} off"] = {name: off}
+    for group in off_groups():
+        result[off_label(group)] = {name: FEATURES_OFF[name] for name in group}
     others = facts.other_torch_releases()
     if len(others) > len(OTHER_RELEASE_VARIANTS):
         raise ValueError(f"torch releases {others} need as many OTHER_RELEASE_VARIANTS: add one")
@@ -263,7 +286,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             builds: dict[str, str] = {}
             tests: dict[str, str] = {}
-            for label, answers in variants().items():
+            listed = variants()
+            width = max(map(len, listed))
+            for label, answers in listed.items():
                 root = project.render(Path(tmp) / label.replace(" ", "-"), {"backend_name": "foo", **answers})
                 build, test = build_inputs_digest(root), test_inputs_digest(root)
                 if test in tests:
@@ -274,7 +299,7 @@ def main() -> int:
                     shared = "own build and test run"
                 builds.setdefault(build, label)
                 tests.setdefault(test, label)
-                print(f"{label:18} {shared:42} {answers or '(defaults)'}")
+                print(f"{label:{width}} {shared:42} {answers or '(defaults)'}")
                 shutil.rmtree(root)
     return 0
 

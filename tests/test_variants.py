@@ -1,4 +1,5 @@
-"""Feature choices: every class of combination (everything, minimal, each option off alone) renders
+"""Feature choices: every class of combination (everything, minimal, each option off, alone or in its
+group of checks.OFF_TOGETHER) renders
 what it promises, passes the generated project's formatters and linters, and builds and passes its
 own test suite. Variants whose compiled code and tests are identical share one test run
 (checks.test_inputs_digest); variants whose compiled code is identical share one build and run their
@@ -154,6 +155,24 @@ def test_every_yes_no_question_is_a_covered_feature():
     booleans = {name for name, q in questions.items() if isinstance(q, dict) and q.get("type") == "bool"}
     missing = booleans - set(checks.FEATURES_OFF)
     assert not missing, f"add {sorted(missing)} to FEATURES_OFF in scripts/checks.py so that the variants cover them"
+
+
+def test_every_feature_is_off_in_a_variant_besides_minimal():
+    """Grouping features into one off-variant saves builds, not coverage: each feature is off in a
+    variant other than minimal, in exactly one, with only its group's features off beside it; the
+    variants built against another torch release keep compile, distributed and the profiler on."""
+    groups = checks.off_groups()
+    assert sorted(name for group in groups for name in group) == sorted(checks.FEATURES_OFF)
+    for name, off in checks.FEATURES_OFF.items():
+        labels = [label for label, answers in VARIANTS.items() if label != "minimal" and answers.get(name) == off]
+        assert len(labels) == 1, (name, labels)
+        group = next(group for group in groups if name in group)
+        answers = features(VARIANTS[labels[0]])
+        assert {key for key, value in answers.items() if value == checks.FEATURES_OFF[key]} == set(group)
+    assert set(checks.OTHER_RELEASE_VARIANTS) <= set(VARIANTS), "name each by its variant's label"
+    for label in checks.OTHER_RELEASE_VARIANTS:
+        if "torch_version" in VARIANTS[label]:
+            assert all(features(VARIANTS[label])[name] for name in ("compile", "distributed", "profiler")), label
 
 
 def test_shared_builds_are_decided_by_content(tmp_path):
