@@ -85,18 +85,24 @@ def test_variant_renders_what_it_promises(render, label):
         for gone in ("bench_profiler", "kineto", "REGISTER_PRIVATEUSE1_PROFILER", "test_profiler"):
             assert not files_mentioning(root, gone), gone
     families = [
-        root / "csrc/families/Attention.cpp",
+        root / "csrc/families",
         root / "csrc/kernels/attention.h",
+        root / "csrc/kernels/emulated/recurrent.cpp",
         root / "tests/test_attention.py",
+        root / "tests/test_sparse.py",
     ]
-    assert [path.exists() for path in families] == [want["kernel_families"]] * 3
-    assert (root / "csrc/families/Sparse.cpp").exists() and (root / "tests/test_sparse.py").exists()
-    assert (root / "csrc/families/RecurrentCells.cpp").exists(), "the CPU has no fused cells to fall back on"
+    assert [path.exists() for path in families] == [want["kernel_families"]] * len(families)
     if want["kernel_families"]:
-        assert "`csrc/families/Attention.cpp`" in readme
+        assert "`csrc/families/Attention.cpp`" in readme and "`csrc/families/Sparse.cpp`" in readme
+        assert "sparse_not_built" not in (root / "csrc/aten/Fallback.cpp").read_text()
     else:
-        for gone in ("Attention.cpp", "WiderDtype", "run_widened", "OpAttention", "OpHistogram"):
+        family_words = ("Attention.cpp", "WiderDtype", "run_widened", "OpAttention", "OpHistogram")
+        sparse_words = ("Sparse.h", "Sparse.cpp", "route_sparse_ops_to_fallback", "test_sparse.py")
+        recurrent_words = ("RecurrentCells", "OpLstmCell", "OpGruCell", "recurrent.cpp")
+        for gone in (*family_words, *sparse_words, *recurrent_words, "csrc/families"):
             assert not files_mentioning(root, gone), gone
+        # What users meet instead: clear errors, from the fallback (csrc/aten/Fallback.cpp).
+        assert "sparse_not_built" in (root / "csrc/aten/Fallback.cpp").read_text()
     assert (root / ".pre-commit-config.yaml").exists()
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
     assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
