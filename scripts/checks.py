@@ -42,6 +42,7 @@ FEATURES_OFF: dict[str, object] = {
     "compile": False,
     "custom_op": False,
     "distributed": False,
+    "graphs": False,
     "kernel_families": False,
     "opinfo_tests": False,
     "profiler": False,
@@ -53,7 +54,7 @@ MINIMAL = {**FEATURES_OFF, "ci": "github"}
 # No feature needs another, so a group turned off still proves that each of its features, off,
 # leaves a project that builds and passes; the `minimal` variant has them all off at once. A
 # feature in no group is a variant of its own.
-OFF_TOGETHER: tuple[tuple[str, ...], ...] = (("custom_op", "kernel_families"), ("distributed", "profiler"))
+OFF_TOGETHER: tuple[tuple[str, ...], ...] = (("custom_op", "kernel_families"), ("distributed", "profiler", "graphs"))
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code

@@ -104,6 +104,28 @@ def test_variant_renders_what_it_promises(render, label):
         # What users meet instead: clear errors, from the fallback (csrc/aten/Fallback.cpp).
         assert "sparse_not_built" in (root / "csrc/aten/Fallback.cpp").read_text()
     assert (root / ".pre-commit-config.yaml").exists()
+    graphs = [
+        root / "torch_foo/graphs.py",
+        root / "csrc/core/Graph.cpp",
+        root / "csrc/core/Graph.h",
+        root / "csrc/runtime/api_graphs.cpp",
+        root / "csrc/runtime/emulated/graphs.cpp",
+        root / "tests/test_graphs.py",
+        root / "tests/runtime/graphs_contract.cpp",
+    ]
+    assert [path.exists() for path in graphs] == [want["graphs"]] * len(graphs)
+    assert (root / "benchmarks/bench_graphs.py").exists() == (want["graphs"] and want["benchmarks"])
+    assert ("`csrc/core/Graph.cpp`" in readme) == want["graphs"]
+    if want["graphs"]:
+        assert "from .graphs import" in (root / "torch_foo" / "__init__.py").read_text()
+    else:
+        # The CUDA parity table and its test name the graph API to say that it is absent.
+        parity = {"torch_foo/_cuda_parity.py", "tests/test_cuda_parity.py"}
+        graph_words = ("Graph.h", "graphs_contract", "bench_graphs", "FooGraph", "from .graphs", "graph_pool_handle")
+        capture_words = ("StreamBeginCapture", "GraphLaunch", "capture_check", "ErrorStreamCapture", "Kind::Graph")
+        pool_words = ("PrivatePool", "begin_allocate_to_pool", "new_pool_id", "is_current_stream_capturing")
+        for gone in (*graph_words, *capture_words, *pool_words):
+            assert not set(files_mentioning(root, gone)) - parity, gone
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
     assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
     preset = answers["preset"]
@@ -208,9 +230,10 @@ def test_shared_builds_are_decided_by_content(tmp_path):
     no_custom_op = digests("no-custom-op", custom_op=False)
     assert no_custom_op[0] != everything[0], "a C++ file less is another build"
     assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
-    for name in ("compile", "profiler", "kernel_families"):
+    for name in ("compile", "profiler", "kernel_families", "graphs"):
         assert digests(f"no-{name}", **{name: False})[0] != everything[0], f"{name} changes the C++"
-    compiled_off = {name: False for name in ("custom_op", "distributed", "compile", "profiler", "kernel_families")}
+    compiled = ("custom_op", "distributed", "compile", "profiler", "kernel_families", "graphs")
+    compiled_off = {name: False for name in compiled}
     no_compiled_extras = digests("no-compiled-extras", **compiled_off)
     minimal = digests("minimal", preset="minimal")
     assert minimal[0] == no_compiled_extras[0] and minimal[1] != no_compiled_extras[1]
