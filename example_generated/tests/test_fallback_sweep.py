@@ -1,6 +1,6 @@
-"""Every operator of PyTorch's OpInfo database on the device, forward and backward, dense and in the sparse
-layouts, compared with the CPU, with each batch of operators in a child process (tests/fallback_sweep.py):
-a kernel that crashes the process, typically a CPU kernel the fallback calls with arguments it cannot
+"""Every operator of PyTorch's OpInfo database on the device, forward and backward, dense and in the sparse layouts,
+compared with the CPU, with each batch of operators in a child process (tests/fallback_sweep.py): a
+kernel that crashes the process, typically a CPU kernel the fallback calls with arguments it cannot
 handle, is a failure naming the operator, not the end of the test run.
 
 The whole sweep (every OpInfo entry in float32) is marked slow; the sparse layouts, the sparse operators

@@ -143,6 +143,18 @@ def test_dtypes_without_native_kernels_use_the_fallback(device):
         torch.ones(2, dtype=torch.uint16, device=device) + 1
 
 
+def test_operators_the_cpu_lacks_are_a_clear_error(device):
+    """An operator with kernels for other devices only (cuSPARSELt's compression here) and none for this
+    device cannot run on the CPU fallback either: the error says so, instead of the dispatcher's "Could
+    not run ... with arguments from the 'CPU' backend"."""
+    with pytest.raises(
+        NotImplementedError,
+        match=r"operator aten::_cslt_compress has no foo kernel, and the CPU fallback cannot run it: "
+        r"the CPU has no kernel of it either \(no CPU kernel",
+    ):
+        torch.ops.aten._cslt_compress(torch.ones(4, 4, device=device))
+
+
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 def test_complex32_as_cuda_computes_it(device):
     """complex32 operators the CPU lacks run in complex64 on the device, as CUDA computes them: with

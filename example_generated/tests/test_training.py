@@ -1,7 +1,8 @@
 """Real training loops on the device give the CPU's losses, gradients and weights: an MLP, a CNN with
-BatchNorm and pooling, a Transformer encoder layer, an LSTM and a GRU, each with SGD, Adam and
-AdamW. Also the operators that reach PrivateUse1 through special paths (convolution, fused RNN
-cells, scaled dot product attention, the Transformer inference fast path)."""
+BatchNorm and pooling, a Transformer encoder layer, an Elman RNN, an LSTM and a GRU, each with
+SGD, Adam and AdamW. Also the operators that reach PrivateUse1 through special paths (convolution,
+fused RNN cells, scaled dot product attention, the
+Transformer inference fast path)."""
 
 import copy
 
@@ -70,6 +71,12 @@ MODELS = {
     "transformer": (
         lambda: nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
         lambda: make_data((2, 5, 16), target_shape=(2, 5, 16)),
+        F.mse_loss,
+    ),
+    # nn.RNN has no fused cell: its steps are matrix products and tanh, native or on the CPU fallback.
+    "rnn": (
+        lambda: LastStep(nn.RNN(8, 16, num_layers=2, batch_first=True), 16, 4),
+        lambda: make_data((3, 6, 8), target_shape=(3, 4)),
         F.mse_loss,
     ),
     "lstm": (

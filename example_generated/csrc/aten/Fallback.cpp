@@ -205,6 +205,16 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+  // An operator with kernels for other devices only (CUDA's fused RNN cells, say) would reach the
+  // dispatcher's "Could not run ... with arguments from the 'CPU' backend", which names the wrong
+  // device: say what is missing instead. One lookup in the operator's dispatch table.
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      op.hasComputedKernelForDispatchKey(cpu_key),
+      "operator ",
+      op.schema().operator_name(),
+      " has no foo kernel, and the CPU fallback cannot run it: the CPU has no kernel of it either (no ",
+      cpu_key,
+      " kernel: PyTorch has kernels of it for other devices only, so foo needs one of its own)");
   check_same_device(op, *stack);
   graphs::check_not_capturing(
       current_device(),

@@ -14,7 +14,7 @@ namespace torch_foo {
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // The same for an operator dispatched on another key: runs the kernel registered for `cpu_key`, the
-// CPU key of that functionality (SparseCPU for Sparsefoo: Sparse.cpp).
+// CPU key of that functionality (SparseCPU for Sparsefoo: families/Sparse.cpp).
 void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
 
 // Sends the functional and in-place variants of PyTorch's structured operators straight to the

@@ -5,10 +5,10 @@
 // the same pages through a second, private range. Each stream has a worker thread that runs its tasks
 // (kernels, host functions, copies, fills, event records, waits for other streams, graphs) in order
 // from a bounded queue (streams.cpp); a capturing stream records its tasks into a graph instead,
-// and a graph launch is one task that runs the recorded ones (graphs.cpp); a kernel's blocks run on the worker's OpenMP
-// team (kernels.cpp). Positions in a stream are task counts: an event is a (stream, position) pair, complete once the
-// stream has finished that many tasks (events.cpp). Configuration comes from the environment
-// (config.cpp).
+// and a graph launch is one task that runs the recorded ones (graphs.cpp); a kernel's blocks run on
+// the worker's OpenMP team (kernels.cpp). Positions in a stream are task counts: an event is a
+// (stream, position) pair, complete once the stream has finished that many tasks (events.cpp).
+// Configuration comes from the environment (config.cpp).
 #pragma once
 
 #include <atomic>
