@@ -84,6 +84,29 @@ def test_variant_renders_what_it_promises(render, label):
     if not want["profiler"]:
         for gone in ("bench_profiler", "kineto", "REGISTER_PRIVATEUSE1_PROFILER", "test_profiler"):
             assert not files_mentioning(root, gone), gone
+    # The debugging tools that come with the profiler: memory history and snapshots, device monitoring.
+    debugging = [
+        root / "csrc/core/MemoryHistory.cpp",
+        root / "csrc/core/MemoryHistory.h",
+        root / "csrc/runtime/api_monitoring.cpp",
+        root / "csrc/runtime/emulated/monitoring.cpp",
+        root / "torch_foo/monitoring.py",
+        root / "tests/test_memory_debugging.py",
+    ]
+    assert [path.exists() for path in debugging] == [want["profiler"]] * len(debugging)
+    package = {name: (root / "torch_foo" / f"{name}.py").read_text() for name in ("__init__", "memory", "_cuda_parity")}
+    for name in ("_record_memory_history", "def _snapshot", "def memory_snapshot"):
+        assert (name in package["memory"]) == want["profiler"], name
+    assert ("from .monitoring import" in package["__init__"]) == want["profiler"]
+    assert ('"utilization": (PROFILER_OFF' in package["_cuda_parity"]) != want["profiler"], "listed as absent when off"
+    if not want["profiler"]:
+        hooks = ("MemoryHistory", "memory_history::", "memory_segments", "GatheredContext", "CapturedTraceback")
+        monitoring = ("DeviceGetMetric", "DeviceMetric", "DeviceGetProcesses", "activity_begin", "monitoring.py")
+        for gone in (*hooks, *monitoring, "test_memory_debugging"):
+            assert not files_mentioning(root, gone), gone
+    # Peer access is not a debugging tool: every project has it, beside the other device queries.
+    assert "DeviceCanAccessPeer(int* canAccessPeer" in (root / "csrc/runtime/api_device.cpp").read_text()
+    assert "bool can_access_peer(" in (root / "csrc/runtime/emulated/devices.cpp").read_text()
     families = [
         root / "csrc/families",
         root / "csrc/kernels/attention.h",
