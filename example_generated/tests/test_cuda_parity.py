@@ -185,6 +185,21 @@ def test_caching_allocator_alloc_and_delete_round_trip(device):
     assert torch.foo.get_allocator_backend() == "native"
 
 
+def test_memory_summary_prints_the_allocator_statistics():
+    x = torch.empty(3 * MiB, dtype=torch.uint8, device="foo")
+    summary = torch.foo.memory_summary()
+    stats = torch.foo.memory_stats()
+    assert "PyTorch foo memory summary, device ID 0" in summary
+    for title in ("Allocated memory", "Requested memory", "Device reserved memory", "Allocations", "from large pool"):
+        assert title in summary
+    (allocations,) = [line for line in summary.splitlines() if line.startswith("| Allocations ")]
+    assert allocations.split("|")[2].split()[0] == str(stats["allocation.all.current"])
+    abbreviated = torch.foo.memory_summary(device=1, abbreviated=True)
+    assert "device ID 1" in abbreviated and "from large pool" not in abbreviated
+    assert torch.foo.memory.memory_summary is torch.foo.memory_summary
+    del x
+
+
 # ---- streams ---------------------------------------------------------------------------------
 
 

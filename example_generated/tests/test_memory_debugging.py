@@ -1,5 +1,5 @@
-"""Memory debugging: memory_summary, and the memory history and snapshots of
-torch.foo.memory in CUDA's format (csrc/core/MemoryHistory.h, the allocator's hooks)."""
+"""Memory debugging: the memory history and snapshots of torch.foo.memory in CUDA's format
+(csrc/core/MemoryHistory.h, the allocator's hooks), which come with the profiler answer."""
 
 import pickle
 
@@ -117,18 +117,3 @@ def test_bad_arguments_raise():
         torch.foo.memory._record_memory_history(context="everything")
     with pytest.raises(RuntimeError, match="stacks must be"):
         torch.foo.memory._record_memory_history(stacks="java")
-
-
-def test_memory_summary_prints_the_allocator_statistics():
-    x = allocate_for_the_snapshot(3 * MiB, DEVICE)
-    summary = torch.foo.memory_summary()
-    stats = torch.foo.memory_stats()
-    assert f"PyTorch {DEVICE} memory summary, device ID 0" in summary
-    for title in ("Allocated memory", "Requested memory", "Device reserved memory", "Allocations", "from large pool"):
-        assert title in summary
-    (allocations,) = [line for line in summary.splitlines() if line.startswith("| Allocations ")]
-    assert allocations.split("|")[2].split()[0] == str(stats["allocation.all.current"])
-    abbreviated = torch.foo.memory_summary(device=1, abbreviated=True)
-    assert "device ID 1" in abbreviated and "from large pool" not in abbreviated
-    assert torch.foo.memory.memory_summary is torch.foo.memory_summary
-    del x

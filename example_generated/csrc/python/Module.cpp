@@ -402,10 +402,11 @@ PYBIND11_MODULE(_C, m) {
       "_finish_autograd_device_thread", [](int64_t device) { ns::finish_autograd_device_thread(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);
-  // Peer access and monitoring (torch_foo/monitoring.py).
+  // Peer access (torch_foo/device.py).
   m.def("_can_access_peer", [](int64_t device, int64_t peer) {
     return ns::can_access_peer(ns::checked(device), ns::checked(peer));
   });
+  // Monitoring (torch_foo/monitoring.py).
   m.def("_device_metric", [](int64_t device, int metric) { return ns::device_metric(ns::checked(device), metric); });
   m.def("_device_processes", [](int64_t device) { return ns::device_processes(ns::checked(device)); });
   m.def("_is_in_bad_fork", &ns::is_in_bad_fork);

@@ -1,6 +1,6 @@
-// Entry points: errors, versions, devices, and the process state every other entry point relies on
-// (lazy initialisation, fork state, the per-thread current device, error messages). A hardware
-// port keeps this file: the device itself is reached through driver.h.
+// Entry points: errors, versions, devices, peer access, and the process state every other entry
+// point relies on (lazy initialisation, fork state, the per-thread current device, error messages).
+// A hardware port keeps this file: the device itself is reached through driver.h.
 #include <pthread.h>
 
 #include <atomic>
@@ -252,6 +252,23 @@ fooError_t fooDeviceSynchronize(void) {
     return result(fooSuccess); // nothing was ever queued on it
   }
   return result(driver::device_synchronize(device));
+}
+
+fooError_t fooDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  if (canAccessPeer == nullptr) {
+    return result(null_argument("canAccessPeer"));
+  }
+  if (runtime::forked()) {
+    return result(forked_child());
+  }
+  if (!runtime::valid_device(device)) {
+    return result(bad_device(device));
+  }
+  if (!runtime::valid_device(peerDevice)) {
+    return result(bad_device(peerDevice));
+  }
+  *canAccessPeer = device != peerDevice && driver::can_access_peer(device, peerDevice) ? 1 : 0;
+  return result(fooSuccess);
 }
 
 fooError_t fooIsInBadFork(int* bad) {

@@ -1,4 +1,5 @@
-// Entry points: peer access and the device's monitoring counters (what NVML answers for CUDA).
+// Entry points: the device's monitoring counters (what NVML answers for CUDA), which come with the
+// project's profiler answer.
 // A hardware port keeps this file; the answers come from driver.h.
 #include "driver.h"
 #include "internal.h"
@@ -7,23 +8,6 @@ using namespace torch_foo;
 using namespace torch_foo::runtime;
 
 extern "C" {
-
-fooError_t fooDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
-  if (canAccessPeer == nullptr) {
-    return result(null_argument("canAccessPeer"));
-  }
-  if (runtime::forked()) {
-    return result(forked_child());
-  }
-  if (!runtime::valid_device(device)) {
-    return result(bad_device(device));
-  }
-  if (!runtime::valid_device(peerDevice)) {
-    return result(bad_device(peerDevice));
-  }
-  *canAccessPeer = device != peerDevice && driver::can_access_peer(device, peerDevice) ? 1 : 0;
-  return result(fooSuccess);
-}
 
 fooError_t fooDeviceGetMetric(int device, fooDeviceMetric metric, uint64_t* value) {
   if (value == nullptr) {

@@ -25,9 +25,11 @@ fooError_t device_properties(int device, fooDeviceProp* prop);
 void initialize();
 int version();
 
-// Peer access and monitoring (runtime.h states what each reports); they may run before
-// initialisation. Sensors a device lacks answer fooErrorNotSupported.
+// Peer access (runtime.h states what it reports); it may run before initialisation.
 bool can_access_peer(int device, int peer);
+
+// Monitoring (runtime.h states what each reports); they may run before initialisation. Sensors a
+// device lacks answer fooErrorNotSupported.
 fooError_t device_metric(int device, fooDeviceMetric metric, uint64_t* value);
 fooError_t device_processes(int device, fooProcessInfo* processes, unsigned int* count);
 

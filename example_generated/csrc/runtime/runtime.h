@@ -162,12 +162,14 @@ FOO_API fooError_t fooDeviceSynchronize(void);
 // the version queries then fails with fooErrorForkedAfterInit), else 0.
 FOO_API fooError_t fooIsInBadFork(int* bad_fork);
 
-// ---- peer access and monitoring -----------------------------------------------------------------
+// ---- peer access --------------------------------------------------------------------------------
 
 // Sets *canAccessPeer to 1 if kernels and copies running on `device` may address memory of
 // `peerDevice` directly (CUDA's cudaDeviceCanAccessPeer), else 0; 0 when the two are the same
 // device. Initialises nothing.
 FOO_API fooError_t fooDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice);
+
+// ---- monitoring ---------------------------------------------------------------------------------
 
 // What a device reports about itself while it runs (what NVML reports for CUDA devices).
 typedef enum fooDeviceMetric {

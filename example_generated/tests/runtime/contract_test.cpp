@@ -178,9 +178,8 @@ void test_devices() {
   EXPECT(device == 0);
 }
 
-// Peer access, the monitoring metrics and the process list: answers every device can give, or
-// fooErrorNotSupported for a sensor it lacks.
-void test_monitoring() {
+// Peer access, and stream handles received from other code.
+void test_peer_access_and_foreign_handles() {
   int count = 0;
   OK(fooGetDeviceCount(&count));
   int access = -1;
@@ -194,6 +193,23 @@ void test_monitoring() {
     EXPECT(access == 0 || access == 1);
   }
 
+  // A handle received from other code is checked through StreamGetDevice, whatever its value.
+  int owner = -1;
+  const auto unknown = reinterpret_cast<fooStream_t>(uintptr_t{0x1234});
+  EXPECT_CODE(fooStreamGetDevice(unknown, &owner), fooErrorInvalidResourceHandle);
+  fooStream_t created = nullptr;
+  OK(fooSetDevice(0));
+  OK(fooStreamCreate(&created));
+  OK(fooStreamGetDevice(created, &owner));
+  EXPECT(owner == 0);
+  OK(fooStreamDestroy(created));
+}
+
+// The monitoring metrics and the process list: answers every device can give, or
+// fooErrorNotSupported for a sensor it lacks.
+void test_monitoring() {
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
   uint64_t value = 0;
   EXPECT_CODE(fooDeviceGetMetric(0, fooMetricUtilization, nullptr), fooErrorInvalidValue);
   EXPECT_CODE(fooDeviceGetMetric(count, fooMetricUtilization, &value), fooErrorInvalidDevice);
@@ -217,17 +233,6 @@ void test_monitoring() {
   if (fooDeviceGetMetric(0, fooMetricMemoryUtilization, &value) == fooSuccess) {
     EXPECT(value <= 100);
   }
-
-  // A handle received from other code is checked through StreamGetDevice, whatever its value.
-  int owner = -1;
-  const auto unknown = reinterpret_cast<fooStream_t>(uintptr_t{0x1234});
-  EXPECT_CODE(fooStreamGetDevice(unknown, &owner), fooErrorInvalidResourceHandle);
-  fooStream_t created = nullptr;
-  OK(fooSetDevice(0));
-  OK(fooStreamCreate(&created));
-  OK(fooStreamGetDevice(created, &owner));
-  EXPECT(owner == 0);
-  OK(fooStreamDestroy(created));
 
   unsigned int n = 1;
   EXPECT_CODE(fooDeviceGetProcesses(0, nullptr, nullptr), fooErrorInvalidValue);
@@ -605,6 +610,7 @@ int main() {
   test_launches();
   test_events();
   test_devices_and_threads();
+  test_peer_access_and_foreign_handles();
   test_monitoring();
   test_tracing();
   test_graphs();

@@ -1,4 +1,5 @@
-// Devices of the emulated foo device: how many, what they report, and process start-up.
+// Devices of the emulated foo device: how many, what they report, peer access, and process
+// start-up.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +55,11 @@ fooError_t device_properties(int device, fooDeviceProp* prop) {
 void initialize() {
   initialize_memory();
   std::atexit(&drain_at_exit);
+}
+
+// Devices share the host's address space, so each can address every other's memory.
+bool can_access_peer(int /*device*/, int /*peer*/) {
+  return true;
 }
 
 int version() {

@@ -1,12 +1,11 @@
-// Peer access and monitoring of the emulated foo device.
+// Monitoring of the emulated foo device (it comes with the project's profiler answer).
 //
-// Devices share the host's address space, so each can address every other's memory. Utilisation is
-// measured: the stream workers report when they start and finish a task (streams.cpp), and each
-// device keeps, per kind of work, the time during which at least one of its streams ran such a
-// task: kernels for the utilisation, copies and fills for the memory utilisation (a kernel's own
-// memory traffic is not told apart from its computing). The emulated device has no temperature or
-// power sensor and no clock of its own: those metrics are unsupported, as on a device whose
-// driver exposes no sensors.
+// Utilisation is measured: the stream workers report when they start and finish a task
+// (streams.cpp), and each device keeps, per kind of work, the time during which at least one of its
+// streams ran such a task: kernels for the utilisation, copies and fills for the memory utilisation
+// (a kernel's own memory traffic is not told apart from its computing). The emulated device has no
+// temperature or power sensor and no clock of its own: those metrics are unsupported, as on a
+// device whose driver exposes no sensors.
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,10 +70,6 @@ void activity_end(int device, Activity activity) {
 namespace torch_foo::driver {
 
 using namespace emulated;
-
-bool can_access_peer(int /*device*/, int /*peer*/) {
-  return true; // one address space
-}
 
 fooError_t device_metric(int device, fooDeviceMetric metric, uint64_t* value) {
   const bool compute = metric == fooMetricUtilization;

@@ -167,7 +167,7 @@ void worker_main(Stream* s) {
     } else {
       const bool compute = task.kind == Task::Kind::Kernel || task.kind == Task::Kind::Graph;
       const bool memory = task.kind == Task::Kind::Copy || task.kind == Task::Kind::Fill;
-      if (compute || memory) {
+      if (compute || memory) { // the busy time the utilisation metrics read (monitoring.cpp)
         activity_begin(s->device, compute ? Activity::Compute : Activity::Memory);
         run(s, task, position);
         activity_end(s->device, compute ? Activity::Compute : Activity::Memory);
