@@ -43,9 +43,14 @@ FEATURES_OFF: dict[str, object] = {
     "custom_op": False,
     "distributed": False,
     "kernel_families": False,
+    "native_operators": False,
     "opinfo_tests": False,
     "profiler": False,
 }
+# Features whose "off" variant rides along with another's rather than costing a build of its own:
+# FEATURE: (the features turned off with it). variants() renders "compile off" as "compile and
+# native_operators off", both answers off; the minimal project covers each of them off as well.
+OFF_WITH: dict[str, tuple[str, ...]] = {"compile": ("native_operators",)}
 # What the preset `minimal` gives: every feature off but the CI workflow (copier.yml, preset).
 MINIMAL = {**FEATURES_OFF, "ci": "github"}
 
@@ -88,11 +93,17 @@ OTHER_RELEASE_VARIANTS = ("custom_op off", "kernel_families off")
 
 def variants() -> dict[str, dict[str, object]]:
     """Answer sets covering each class of feature combination: everything (the defaults), the
-    minimal project (the preset `minimal`) and each option off alone; each with its backend_name, and
-    the torch_version of those built against another release (OTHER_RELEASE_VARIANTS)."""
+    minimal project (the preset `minimal`) and each option off alone, but those of OFF_WITH, which
+    are off together with the feature they ride along with ("compile and native_operators off");
+    each with its backend_name, and the torch_version of those built against another release
+    (OTHER_RELEASE_VARIANTS)."""
     result: dict[str, dict[str, object]] = {"everything": {}, "minimal": {"preset": "minimal"}}
-    for name, off in FEATURES_OFF.items():
-        result[f"{name} off"] = {name: off}
+    riders = {rider for group in OFF_WITH.values() for rider in group}
+    for name in FEATURES_OFF:
+        if name in riders:
+            continue
+        together = (name, *OFF_WITH.get(name, ()))
+        result[f"{' and '.join(together)} off"] = {feature: FEATURES_OFF[feature] for feature in together}
     others = facts.other_torch_releases()
     if len(others) > len(OTHER_RELEASE_VARIANTS):
         raise ValueError(f"torch releases {others} need as many OTHER_RELEASE_VARIANTS: add one")
@@ -263,7 +274,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             builds: dict[str, str] = {}
             tests: dict[str, str] = {}
-            for label, answers in variants().items():
+            every = variants()
+            width = max(map(len, every))
+            for label, answers in every.items():
                 root = project.render(Path(tmp) / label.replace(" ", "-"), {"backend_name": "foo", **answers})
                 build, test = build_inputs_digest(root), test_inputs_digest(root)
                 if test in tests:
@@ -274,7 +287,7 @@ def main() -> int:
                     shared = "own build and test run"
                 builds.setdefault(build, label)
                 tests.setdefault(test, label)
-                print(f"{label:18} {shared:42} {answers or '(defaults)'}")
+                print(f"{label:{width}} {shared:42} {answers or '(defaults)'}")
                 shutil.rmtree(root)
     return 0
 
