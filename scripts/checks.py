@@ -44,6 +44,7 @@ FEATURES_OFF: dict[str, object] = {
     "distributed": False,
     "graphs": False,
     "kernel_families": False,
+    "native_operators": False,
     "opinfo_tests": False,
     "profiler": False,
 }
@@ -54,7 +55,11 @@ MINIMAL = {**FEATURES_OFF, "ci": "github"}
 # No feature needs another, so a group turned off still proves that each of its features, off,
 # leaves a project that builds and passes; the `minimal` variant has them all off at once. A
 # feature in no group is a variant of its own.
-OFF_TOGETHER: tuple[tuple[str, ...], ...] = (("custom_op", "kernel_families"), ("distributed", "profiler", "graphs"))
+OFF_TOGETHER: tuple[tuple[str, ...], ...] = (
+    ("compile", "native_operators"),
+    ("custom_op", "kernel_families"),
+    ("distributed", "profiler", "graphs"),
+)
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
 # the project's test suite reads. Two renders that agree on everything else compile the same code

@@ -210,9 +210,9 @@ def test_update_keeps_the_features_of_a_project_from_before_presets(template_rep
     answers_file = project / ".copier-answers.yml"
     answers = yaml.safe_load(answers_file.read_text())
     assert answers["preset"] == "custom" and answers["distributed"] is False and answers["compile"] is True
-    # As a release before `preset`, `compile`, `profiler`, `kernel_families` and `graphs` wrote it
-    # (their files were in every project then).
-    for name in ("preset", "compile", "profiler", "kernel_families", "graphs"):
+    # As a release before `preset`, `compile`, `profiler`, `kernel_families`, `graphs` and
+    # `native_operators` wrote it (their files were in every project then).
+    for name in ("preset", "compile", "profiler", "kernel_families", "graphs", "native_operators"):
         del answers[name]
     answers_file.write_text(yaml.safe_dump(answers))
     commit_all(project, "Answers of an older release")
@@ -220,6 +220,7 @@ def test_update_keeps_the_features_of_a_project_from_before_presets(template_rep
     update(project, "v0.9.0")
     answers = yaml.safe_load(answers_file.read_text())
     assert answers["preset"] == "custom" and answers["distributed"] is False and answers["compile"] is True
+    assert answers["native_operators"] is True and (project / "csrc" / "aten" / "Blas.cpp").is_file()
     assert not (project / "csrc" / "distributed").exists() and (project / "csrc" / "compile").is_dir()
     assert answers["graphs"] is True and (project / "csrc" / "core" / "Graph.cpp").is_file(), "graphs stay"
     assert_nothing_in_conflict(project)
@@ -230,6 +231,7 @@ def test_update_keeps_the_features_of_a_project_from_before_presets(template_rep
     assert answers["preset"] == "minimal" and not any(answers[name] for name in ("compile", "profiler", "benchmarks"))
     assert not (project / "csrc" / "compile").exists() and not (project / "benchmarks").exists()
     assert answers["graphs"] is False and not (project / "csrc" / "core" / "Graph.cpp").exists()
+    assert answers["native_operators"] is False and not (project / "csrc" / "aten" / "Blas.cpp").exists()
     assert (project / ".github" / "workflows" / "ci.yml").exists(), "minimal keeps the CI workflow"
     assert_nothing_in_conflict(project)
     commit_all(project, "Minimal")

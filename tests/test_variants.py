@@ -126,6 +126,22 @@ def test_variant_renders_what_it_promises(render, label):
             assert not files_mentioning(root, gone), gone
         # What users meet instead: clear errors, from the fallback (csrc/aten/Fallback.cpp).
         assert "sparse_not_built" in (root / "csrc/aten/Fallback.cpp").read_text()
+    native = [root / "csrc/aten" / name for name in ("Blas.cpp", "Softmax.cpp", "Reductions.cpp")]
+    native.append(root / "csrc/kernels/emulated/sums.cpp")
+    assert [path.exists() for path in native] == [want["native_operators"]] * 4
+    assert (root / "csrc/aten/Elementwise.cpp").exists() and (root / "csrc/aten/Normalization.cpp").exists()
+    assert (root / "csrc/kernels/emulated/host_math.cpp").exists(), "the elementwise square root stays"
+    convolution = (root / "csrc/aten/Convolution.cpp").read_text()
+    assert ("fooOpConvolution(" in convolution) == want["native_operators"], "else the CPU's, through the fallback"
+    assert (root / "tests/test_blas.py").exists() and (root / "tests/test_softmax.py").exists()
+    if want["native_operators"]:
+        assert "`csrc/aten/Blas.cpp`" in readme and "`csrc/aten/Softmax.cpp`" in readme
+        assert "fooOpGemm" in (root / "csrc/kernels/kernels.h").read_text()
+    else:
+        kernels = ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "sums.cpp")
+        for gone in ("Blas.cpp", "Softmax.cpp", "Reductions.cpp", *kernels):
+            assert not files_mentioning(root, gone), gone
+        assert "def test_products_run_on_the_fallback" in (root / "tests/test_blas.py").read_text()
     assert (root / ".pre-commit-config.yaml").exists()
     graphs = [
         root / "torch_foo/graphs.py",
@@ -253,10 +269,10 @@ def test_shared_builds_are_decided_by_content(tmp_path):
     no_custom_op = digests("no-custom-op", custom_op=False)
     assert no_custom_op[0] != everything[0], "a C++ file less is another build"
     assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
-    for name in ("compile", "profiler", "kernel_families", "graphs"):
+    for name in ("compile", "profiler", "kernel_families", "graphs", "native_operators"):
         assert digests(f"no-{name}", **{name: False})[0] != everything[0], f"{name} changes the C++"
-    compiled = ("custom_op", "distributed", "compile", "profiler", "kernel_families", "graphs")
-    compiled_off = {name: False for name in compiled}
+    compiled = ("custom_op", "distributed", "compile", "profiler", "kernel_families", "graphs", "native_operators")
+    compiled_off = dict.fromkeys(compiled, False)
     no_compiled_extras = digests("no-compiled-extras", **compiled_off)
     minimal = digests("minimal", preset="minimal")
     assert minimal[0] == no_compiled_extras[0] and minimal[1] != no_compiled_extras[1]
