@@ -4,8 +4,8 @@
 // operators (at::_convolution selects ConvBackend::Overrideable for devices it does not know). Their
 // default kernels only raise, so the CPU fallback cannot help: a backend must implement them.
 // PyTorch has already checked shapes and parameters (and added the batch dimension) when they are
-// called. The host allocates the results; the operator library computes them (fooOpConvolution:
-// on hardware, the vendor's convolution routines).
+// called. The host allocates the results; the operator library computes them
+// (fooOpConvolution: on hardware, the vendor's convolution routines).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
