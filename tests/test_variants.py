@@ -5,6 +5,7 @@ own test suite. Variants whose compiled code and tests are identical share one t
 (checks.test_inputs_digest); variants whose compiled code is identical share one build and run their
 own tests against it (checks.build_inputs_digest); a feature that changes C++ gets its own build."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -126,11 +127,17 @@ def test_variant_renders_what_it_promises(render, label):
             assert not files_mentioning(root, gone), gone
         # What users meet instead: clear errors, from the fallback (csrc/aten/Fallback.cpp).
         assert "sparse_not_built" in (root / "csrc/aten/Fallback.cpp").read_text()
-    native = [root / "csrc/aten" / name for name in ("Blas.cpp", "Softmax.cpp", "Reductions.cpp")]
-    native.append(root / "csrc/kernels/emulated/sums.cpp")
-    assert [path.exists() for path in native] == [want["native_operators"]] * 4
+    aten = ("Blas.cpp", "Softmax.cpp", "Reductions.cpp", "Pointwise.cpp", "AmpKernels.cpp")
+    emulated = ("sums.cpp", "pointwise.cpp", "amp.cpp", "host_math.cpp")
+    native = [root / "csrc/aten" / name for name in aten] + [root / "csrc/kernels/emulated" / name for name in emulated]
+    assert [path.exists() for path in native] == [want["native_operators"]] * len(native)
     assert (root / "csrc/aten/Elementwise.cpp").exists() and (root / "csrc/aten/Normalization.cpp").exists()
-    assert (root / "csrc/kernels/emulated/host_math.cpp").exists(), "the elementwise square root stays"
+    # Without the emulated math library the operator library has no torch on its include path.
+    kernels_cmake = (root / "csrc/kernels/CMakeLists.txt").read_text()
+    assert ("torch_headers" in kernels_cmake) == want["native_operators"]
+    torch_include = re.compile(r"#include <(ATen|c10|torch)/")
+    torch_includes = [p for p in (root / "csrc/kernels").rglob("*.*") if torch_include.search(p.read_text())]
+    assert bool(torch_includes) == want["native_operators"], torch_includes
     convolution = (root / "csrc/aten/Convolution.cpp").read_text()
     assert ("fooOpConvolution(" in convolution) == want["native_operators"], "else the CPU's, through the fallback"
     assert (root / "tests/test_blas.py").exists() and (root / "tests/test_softmax.py").exists()
@@ -139,9 +146,13 @@ def test_variant_renders_what_it_promises(render, label):
         assert "fooOpGemm" in (root / "csrc/kernels/kernels.h").read_text()
     else:
         kernels = ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "sums.cpp")
-        for gone in ("Blas.cpp", "Softmax.cpp", "Reductions.cpp", *kernels):
+        kernels += ("OpPointwise", "OpUnscale", "OpUpdateScale", "host_math", "host_sqrt")
+        for gone in ("Blas.cpp", "Softmax.cpp", "Reductions.cpp", "Pointwise.cpp", "AmpKernels.cpp", *kernels):
             assert not files_mentioning(root, gone), gone
         assert "def test_products_run_on_the_fallback" in (root / "tests/test_blas.py").read_text()
+        pointwise_tests = (root / "tests/test_pointwise.py").read_text()
+        assert "def test_optimizers_and_activations_run_on_the_fallback" in pointwise_tests
+        assert "def test_unscale_and_update_run_on_the_fallback" in (root / "tests/test_amp.py").read_text()
     assert (root / ".pre-commit-config.yaml").exists()
     graphs = [
         root / "torch_foo/graphs.py",

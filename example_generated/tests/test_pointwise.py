@@ -1,4 +1,4 @@
-"""Activations, optimizer updates and sums on the device (csrc/aten/Elementwise.cpp,
+"""Activations, optimizer updates and sums on the device (csrc/aten/Pointwise.cpp,
 csrc/aten/Reductions.cpp): relu and its gradient, sqrt, addcmul, addcdiv, lerp and sum run in the
 operator library (fooOpPointwise, fooOpSum) instead of the CPU fallback.
 
