@@ -240,14 +240,15 @@ Tensor bias_gelu_backward(const Tensor& grad, const Tensor& x, const Tensor& bia
 // arguments as StableIValues: tensors, numbers, strings, lists, but not a Scalar (add.Tensor's
 // alpha) in torch 2.13. x + bias is stable's subtract with alpha = -1, exact in floating point.
 
-Tensor sum_along_last(const Tensor& x, const Tensor& bias) {
+// x + bias, the bias broadcast along x's last dimension (check_inputs checked its shape).
+Tensor add_bias(const Tensor& x, const Tensor& bias) {
   return torch::stable::subtract(x, bias, -1.0);
 }
 
 Tensor bias_gelu_cpu(const Tensor& x, const Tensor& bias) {
   check_inputs("bias_gelu", x, bias);
   std::array<StableIValue, 2> stack{
-      torch::stable::detail::from(sum_along_last(x, bias)), torch::stable::detail::from(std::string("none"))};
+      torch::stable::detail::from(add_bias(x, bias)), torch::stable::detail::from(std::string("none"))};
   STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::gelu", "", stack.data(), TORCH_ABI_VERSION));
   return torch::stable::contiguous(torch::stable::detail::to<Tensor>(stack[0]));
 }
@@ -256,7 +257,7 @@ Tensor bias_gelu_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor&
   check_grad(grad, x, bias);
   std::array<StableIValue, 3> stack{
       torch::stable::detail::from(grad),
-      torch::stable::detail::from(sum_along_last(x, bias)),
+      torch::stable::detail::from(add_bias(x, bias)),
       torch::stable::detail::from(std::string("none"))};
   STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::gelu_backward", "", stack.data(), TORCH_ABI_VERSION));
   return torch::stable::contiguous(torch::stable::detail::to<Tensor>(stack[0]));
