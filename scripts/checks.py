@@ -37,6 +37,7 @@ BIN = Path(sysconfig.get_path("scripts"))
 # (preset full) turn everything on (the example shows every feature). A new optional feature adds
 # its question to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
 FEATURES_OFF: dict[str, object] = {
+    "backend_meta": False,
     "benchmarks": False,
     "ci": "none",
     "compile": False,
@@ -56,7 +57,7 @@ MINIMAL = {**FEATURES_OFF, "ci": "github"}
 # leaves a project that builds and passes; the `minimal` variant has them all off at once. A
 # feature in no group is a variant of its own.
 OFF_TOGETHER: tuple[tuple[str, ...], ...] = (
-    ("compile", "native_operators"),
+    ("compile", "native_operators", "backend_meta"),
     ("custom_op", "kernel_families"),
     ("distributed", "profiler", "graphs"),
 )

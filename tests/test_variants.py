@@ -153,6 +153,12 @@ def test_variant_renders_what_it_promises(render, label):
         pointwise_tests = (root / "tests/test_pointwise.py").read_text()
         assert "def test_optimizers_and_activations_run_on_the_fallback" in pointwise_tests
         assert "def test_unscale_and_update_run_on_the_fallback" in (root / "tests/test_amp.py").read_text()
+    meta = ("csrc/core/BackendMeta.h", "csrc/core/BackendMeta.cpp", "csrc/aten/BackendMetaCopies.cpp")
+    meta += ("csrc/compat/Serialization.h", "tests/test_backend_meta.py")
+    assert [(root / path).exists() for path in meta] == [want["backend_meta"]] * len(meta)
+    if not want["backend_meta"]:
+        for gone in ("BackendMeta", "Serialization.h", "backend metadata"):
+            assert not files_mentioning(root, gone), gone
     assert (root / ".pre-commit-config.yaml").exists()
     graphs = [
         root / "torch_foo/graphs.py",
