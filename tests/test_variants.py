@@ -286,9 +286,10 @@ def test_shared_builds_are_decided_by_content(tmp_path):
     no_custom_op = digests("no-custom-op", custom_op=False)
     assert no_custom_op[0] != everything[0], "a C++ file less is another build"
     assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
-    for name in ("compile", "profiler", "kernel_families", "graphs", "native_operators"):
-        assert digests(f"no-{name}", **{name: False})[0] != everything[0], f"{name} changes the C++"
     compiled = ("custom_op", "distributed", "compile", "profiler", "kernel_families", "graphs", "native_operators")
+    compiled += ("backend_meta",)
+    for name in compiled[2:]:
+        assert digests(f"no-{name}", **{name: False})[0] != everything[0], f"{name} changes the C++"
     compiled_off = dict.fromkeys(compiled, False)
     no_compiled_extras = digests("no-compiled-extras", **compiled_off)
     minimal = digests("minimal", preset="minimal")
