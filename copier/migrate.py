@@ -2,6 +2,7 @@
 
     python copier/migrate.py move OLD NEW
     python copier/migrate.py retire OLD WHERE
+    python copier/migrate.py check-torch TORCH_YML [REQUESTED]
 
 `move`: the template moved the file OLD to NEW. Copier's update re-applies the user's changes as a
 diff against a render of the old template version, and that diff cannot follow a moved file: on its
@@ -13,6 +14,13 @@ Overlapping edits are left as conflict markers in NEW and reported, as copier do
 `retire`: the template removed OLD and spread its content over other files (WHERE says which, for
 the message). Copier deletes OLD; if the user had edited it, their version is kept as OLD.orig (not
 built, not imported) with a message, so that no work is lost and they carry it over by hand.
+
+`check-torch`: run before every update (stage "before", before copier reads the answers). A project
+pinned to a torch release the new template no longer supports (`retired:` in TORCH_YML, the
+template's copier/torch.yml) would otherwise be re-pinned silently: copier drops a previous answer
+that is no longer a valid choice and takes the default. Unless the update names a supported release
+(REQUESTED: the update's `--data torch_version=...`), this stops the update before it changes
+anything and says how to stay (the last template release that supports the pinned torch) or move.
 
 copier.yml entry (paths may use Jinja, e.g. "{{ package_name }}/old.py"):
 
@@ -123,6 +131,32 @@ def retire(old: str, where: str) -> int:
     return 0
 
 
+def check_torch(torch_yml: str, requested: str) -> int:
+    import yaml
+
+    facts = yaml.safe_load(Path(torch_yml).read_text())
+    supported = [str(release) for release in facts["releases"]]
+    retired = {str(release): str(tag) for release, tag in (facts.get("retired") or {}).items()}
+    answers = yaml.safe_load(committed(ANSWERS_FILE) or b"{}") or {}
+    pinned = str(answers.get("torch_version", ""))
+    wanted = requested or pinned
+    if not wanted or wanted in supported:
+        return 0
+    if wanted in retired:
+        why = f"torch {wanted} is no longer supported by this template release (it supports {', '.join(supported)})"
+        stay = f"copier update --vcs-ref {retired[wanted]}   (the last template release for torch {wanted})"
+    else:
+        why = f"torch {wanted} is not a release this template supports ({', '.join(supported)})"
+        stay = ""
+    lines = [f"migrate: {why}; nothing was changed.", "Choose one:"]
+    if stay:
+        lines.append(f"  stay on torch {wanted}:  {stay}")
+    lines.append(f"  move to a supported release:  copier update --data torch_version={facts['default']}")
+    lines.append("(docs/updating.md of the template, 'Moving a project to another torch release', says what a move changes.)")
+    print("\n".join(lines), file=sys.stderr)
+    return 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -132,11 +166,16 @@ def main() -> int:
     p = sub.add_parser("retire", help="the template removed OLD: keep the user's edited version as OLD.orig")
     p.add_argument("old")
     p.add_argument("where", help="where OLD's content went, for the message")
+    p = sub.add_parser("check-torch", help="stop an update that would silently re-pin a retired torch release")
+    p.add_argument("torch_yml", help="the new template's copier/torch.yml")
+    p.add_argument("requested", nargs="?", default="", help="the update's --data torch_version, if any")
     args = parser.parse_args()
     if args.command == "move":
         return move(args.old, args.new)
     if args.command == "retire":
         return retire(args.old, args.where)
+    if args.command == "check-torch":
+        return check_torch(args.torch_yml, args.requested)
     return 2
 
 

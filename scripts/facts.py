@@ -40,13 +40,19 @@ def copier_config() -> dict:
 
 
 def torch_releases() -> list[str]:
-    """The torch releases the template supports, newest first, e.g. ["2.14.1", "2.13.0"]."""
+    """The torch releases the template supports, newest first, e.g. ["2.15.0", "2.14.1"]."""
     return [str(release) for release in copier_config()["torch"]["default"][0]["releases"]]
 
 
 def torch_version() -> str:
     """The default answer of torch_version: the release the example pins and `make` installs."""
     return str(copier_config()["torch"]["default"][0]["default"])
+
+
+def retired_torch_releases() -> dict[str, str]:
+    """The releases that left the list -> the last template release (git tag) that supports each."""
+    retired = copier_config()["torch"]["default"][0].get("retired") or {}
+    return {str(release): str(tag) for release, tag in retired.items()}
 
 
 def other_torch_releases() -> list[str]:

@@ -5,7 +5,7 @@ work without a GPU); PyTorch's CPU index has the CPU build. With no index given,
 index and falls back to the package index where the CPU index is not reachable (as on machines that
 reach only the package index), and says which it used.
 
-    python scripts/install_torch.py torch==2.13.0 [--index-url URL]
+    python scripts/install_torch.py torch==2.14.1 [--index-url URL]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def reachable(url: str, timeout: float = 5.0) -> str | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("spec", help="the requirement, such as torch==2.13.0")
+    parser.add_argument("spec", help="the requirement, such as torch==2.14.1")
     parser.add_argument("--index-url", default="", help="install from this index only (no fallback)")
     args = parser.parse_args()
     pip = [sys.executable, "-m", "pip", "install", "--quiet", args.spec]

@@ -130,7 +130,7 @@ def _purelib(python: Path) -> str:
 
 
 def installed_torch() -> str:
-    """The release of the torch this interpreter has, such as 2.13.0 (no local label such as +cpu)."""
+    """The release of the torch this interpreter has, such as 2.15.0 (no local label such as +cpu)."""
     from importlib.metadata import version
 
     return version("torch").split("+")[0]

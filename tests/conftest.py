@@ -161,9 +161,8 @@ def builds():
 def assert_builds_through_ccache(steps: list[dict], build_command: str) -> None:
     """The steps of a GitHub workflow job (the template's or a generated one) install ccache and restore
     its cache, keyed on the OS, the compiler and the Python and torch versions, before the step that
-    runs build_command. torch 2.13's cpp_extension puts `ccache` in front of the compiler when it is on
-    PATH, older torch runs `c++` from PATH: the masquerade directory /usr/lib/ccache covers both, while
-    CXX="ccache g++" breaks 2.13 (its wrapper makes that `ccache 'ccache g++'`)."""
+    runs build_command. The projects build with CMake, which runs `c++` from PATH: the masquerade
+    directory /usr/lib/ccache puts ccache in front of it without changing CXX."""
     setup = next(i for i, step in enumerate(steps) if step.get("id") == "ccache")
     cache = next(i for i, step in enumerate(steps) if step.get("uses", "").startswith("actions/cache@"))
     build = next(i for i, step in enumerate(steps) if build_command in step.get("run", ""))

@@ -15,7 +15,7 @@ from copier import run_copy
 import facts
 from conftest import ROOT
 
-# A pin such as torch==2.13.0; `TORCH_SPEC=torch==X` is an example of choosing another torch.
+# A pin such as torch==2.14.1; `TORCH_SPEC=torch==X` is an example of choosing another torch.
 PIN = re.compile(r"(?<!TORCH_SPEC=)\btorch==([0-9][\w.+-]*)")
 # Kept by hand and allowed to name other releases: history, and the files that are the source.
 NOT_CHECKED = {"CHANGELOG.md", "copier/torch.yml"}
@@ -60,6 +60,19 @@ def test_the_default_release_is_supported_and_the_list_is_newest_first():
     assert facts.torch_version() in releases
     numbers = [tuple(int(part) for part in release.split(".")) for release in releases]
     assert numbers == sorted(set(numbers), reverse=True), f"copier/torch.yml: {releases} is not newest first"
+
+
+def test_each_retired_release_names_a_template_release_that_supports_it():
+    """copier/torch.yml's `retired`: a release leaves the list for good, and the template release that
+    users who stay on it pin is a CHANGELOG release that tests/test_update.py can check out."""
+    from test_update import RELEASES
+
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    for release, tag in facts.retired_torch_releases().items():
+        assert release not in facts.torch_releases(), f"torch {release} is both supported and retired"
+        assert re.fullmatch(r"v\d+\.\d+\.\d+", tag), tag
+        assert f"\n## [{tag[1:]}]" in changelog, f"CHANGELOG.md has no release {tag} (the last for torch {release})"
+        assert tag in RELEASES, f"tests/test_update.py's RELEASES lacks the commit of {tag}"
 
 
 def test_the_makefile_knows_every_supported_release():

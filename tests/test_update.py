@@ -39,9 +39,11 @@ MIGRATION = (
     '    command: ["{{ _copier_python }}", "{{ _copier_conf.src_path }}/copier/migrate.py",\n'
     '              "move", "tests/test_ops.py", "tests/test_elementwise.py"]\n'
 )
-# The release this working tree succeeds, as the commit that was tagged (tags do not travel with
-# the repository; its history does): test_update_from_the_previous_release starts from it.
+# Earlier releases, as the commits that were tagged (tags do not travel with the repository; its
+# history does). test_update_from_the_previous_release starts from v0.1.0, whose driver this working
+# tree split; v0.2.0 is the last release that supports torch 2.13.0 (copier/torch.yml, `retired`).
 PREVIOUS_RELEASE = ("v0.1.0", "78205c087c72b971495df95a92b7f47a18a3bfcf")
+RELEASES = dict([PREVIOUS_RELEASE, ("v0.2.0", "70e35e530df01b409a907433e15647f7fbed7ccf")])
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -294,12 +296,10 @@ def test_overlapping_edits_of_a_moved_file_are_marked_as_conflicts(template_repo
     assert not (project / "tests" / "test_ops.py").exists()
 
 
-def test_update_from_the_previous_release(tmp_path):
-    """A project generated from the last release, edited by its user (the README, a test, and the
-    driver, which this release split into files), takes this release: the edits of files that stay
-    survive, the edited driver file that went is kept as .orig beside its replacements, and every
-    other file equals a fresh render."""
-    tag, commit = PREVIOUS_RELEASE
+def released_template(tmp_path: Path, tag: str, this_release: str) -> Path:
+    """A template repository with the earlier release `tag` (RELEASES) and this working tree on top
+    of it as `this_release`."""
+    commit = RELEASES[tag]
     present = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
     assert present.returncode == 0, f"the history of this repository must contain {tag} ({commit}); clone it whole"
     repo = tmp_path / "template"
@@ -317,8 +317,57 @@ def test_update_from_the_previous_release(tmp_path):
         if relative and source.is_file() and not relative.startswith("example_generated/"):
             (repo / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, repo / relative)
-    release(repo, "v0.2.0", "This release")
+    release(repo, this_release, "This release")
+    return repo
 
+
+def test_update_of_a_project_on_a_retired_torch_release(tmp_path, capfd):
+    """A project pinned to a torch release that left copier/torch.yml: the update stops before it
+    changes anything and says how to stay (the last template release for it, which still updates)
+    or move; moving with --data torch_version keeps the user's edits."""
+    retired = facts.retired_torch_releases()
+    if not retired:
+        pytest.skip("copier/torch.yml retires no release")
+    release_name, last_tag = next(iter(retired.items()))
+    repo = released_template(tmp_path, last_tag, "v0.3.0")
+    project = generate(repo, tmp_path / "project", last_tag, torch_version=release_name)
+    with (project / "README.md").open("a") as readme:
+        readme.write(USER_README)
+    commit_all(project, "Our changes")
+    head = git(project, "rev-parse", "HEAD")
+    answers_file = project / ".copier-answers.yml"
+
+    capfd.readouterr()
+    with pytest.raises(Exception):  # copier's TaskError: the migration check-torch exited 1
+        update(project, "v0.3.0")
+    message = capfd.readouterr().err
+    assert f"torch {release_name} is no longer supported" in message and "nothing was changed" in message
+    assert f"copier update --vcs-ref {last_tag}" in message
+    assert f"copier update --data torch_version={facts.torch_version()}" in message
+    assert git(project, "rev-parse", "HEAD") == head and not git(project, "status", "--porcelain")
+    assert yaml.safe_load(answers_file.read_text())["torch_version"] == release_name
+
+    # Staying: the last release for it still updates the project (here: to itself).
+    update(project, last_tag)
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["torch_version"] == release_name and answers["_commit"] == last_tag
+
+    # Moving: the update names a supported release.
+    update(project, "v0.3.0", torch_version=facts.torch_version())
+    answers = yaml.safe_load(answers_file.read_text())
+    assert answers["torch_version"] == facts.torch_version() and answers["_commit"] == "v0.3.0"
+    assert f"torch=={facts.torch_version()}" in (project / "README.md").read_text()
+    assert USER_README in (project / "README.md").read_text(), "the user's README section was lost"
+    assert_nothing_in_conflict(project)
+
+
+def test_update_from_the_previous_release(tmp_path):
+    """A project generated from the last release, edited by its user (the README, a test, and the
+    driver, which this release split into files), takes this release: the edits of files that stay
+    survive, the edited driver file that went is kept as .orig beside its replacements, and every
+    other file equals a fresh render."""
+    tag = PREVIOUS_RELEASE[0]
+    repo = released_template(tmp_path, tag, "v0.2.0")
     project = generate(repo, tmp_path / "project", tag)
     runtime = project / "csrc" / "runtime" / "runtime.cpp"
     assert runtime.exists(), f"{tag} had the driver in one file"

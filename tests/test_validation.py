@@ -73,6 +73,10 @@ def test_valid_names_are_accepted(render, name):
         ({"device_count": MAX_DEVICES + 1}, f"1 to {MAX_DEVICES} devices"),
         ({"license": "GPL"}, "license"),
         ({"torch_version": "2.0.0"}, "Invalid choice for 'torch_version'"),
+        *(
+            ({"torch_version": release}, rf"torch {re.escape(release)} left .* {re.escape(tag)} is the last")
+            for release, tag in facts.retired_torch_releases().items()
+        ),
     ],
 )
 def test_other_answers_are_validated(tmp_path, answers, message):
