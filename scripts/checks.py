@@ -312,7 +312,7 @@ def main() -> int:
                 root = project.render(Path(tmp) / label.replace(" ", "-"), {"backend_name": "foo", **answers})
                 build, test = build_inputs_digest(root), test_inputs_digest(root)
                 if sanitize(label):  # never shared (tests/conftest.py, Builds)
-                    shared = f"own build with {sanitize(label)}, tests under them"
+                    shared = f"own build, sanitized: {sanitize(label)}"
                     build, test = f"{build} {sanitize(label)}", f"{test} {sanitize(label)}"
                 elif test in tests:
                     shared = f"same build and tests as {tests[test]}"
