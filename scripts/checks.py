@@ -98,6 +98,14 @@ ANOTHER_DEVICE_COUNT = 3
 # so that their tests run on every release; the example's whole suite runs on the default release.
 OTHER_RELEASE_VARIANTS = ("custom_op and kernel_families off", "benchmarks off")
 
+# The variants whose build `make test` instruments with sanitizers (SANITIZE: ASan and UBSan, with
+# LeakSanitizer's check at every process exit) and whose not-slow suite runs under them, through the
+# generated project's tests/sanitizers/harness.py, so that a use after free, a leak or undefined
+# behaviour in the code the template generates fails `make test`. The minimal project is the
+# cheapest build; its features' driver and the others' are also checked sanitized without torch
+# (tests/test_build.py, TestRuntimeSanitized).
+SANITIZED_VARIANTS = {"minimal": "address,undefined"}
+
 
 def off_label(names: tuple[str, ...]) -> str:
     """The variant label of `names` turned off: "compile off", "custom_op and kernel_families off"."""
@@ -137,6 +145,11 @@ def variants() -> dict[str, dict[str, object]]:
             if label == "minimal":
                 answers["device_count"] = ANOTHER_DEVICE_COUNT
     return result
+
+
+def sanitize(label: str) -> str:
+    """The sanitizers the build of variant `label` is instrumented with (SANITIZE), "" for none."""
+    return SANITIZED_VARIANTS.get(label, "")
 
 
 def features(answers: dict[str, object]) -> dict[str, object]:
@@ -298,7 +311,10 @@ def main() -> int:
             for label, answers in listed.items():
                 root = project.render(Path(tmp) / label.replace(" ", "-"), {"backend_name": "foo", **answers})
                 build, test = build_inputs_digest(root), test_inputs_digest(root)
-                if test in tests:
+                if sanitize(label):  # never shared (tests/conftest.py, Builds)
+                    shared = f"own build, sanitized: {sanitize(label)}"
+                    build, test = f"{build} {sanitize(label)}", f"{test} {sanitize(label)}"
+                elif test in tests:
                     shared = f"same build and tests as {tests[test]}"
                 elif build in builds:
                     shared = f"build of {builds[build]}, own test run"

@@ -186,10 +186,12 @@ def make_env(project: Path) -> Path:
     return python
 
 
-def build(project: Path, jobs: int | None = None) -> Path:
-    """Builds and installs the project (editable) into its own environment; returns its python."""
+def build(project: Path, jobs: int | None = None, sanitize: str = "") -> Path:
+    """Builds and installs the project (editable) into its own environment; returns its python. With
+    `sanitize` (SANITIZE: "address,undefined" or "thread"), every target is instrumented with those
+    sanitizers, in a build directory of its own (the generated project's tests/sanitizers/harness.py)."""
     python = make_env(project)
-    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "SANITIZE": sanitize}
     if jobs:
         env["MAX_JOBS"] = str(jobs)
     subprocess.run(
@@ -232,16 +234,21 @@ def compiled_files(root: Path) -> list[Path]:
     return sorted(path for path in found if path.parts[0] not in BUILD_ARTIFACTS)
 
 
-def run_tests(project: Path, *pytest_args: str, python: Path | None = None) -> int:
-    """Runs the project's test suite with its own environment, or with `python` (see reuse_build)."""
+def run_tests(project: Path, *pytest_args: str, python: Path | None = None, sanitize: str = "") -> int:
+    """Runs the project's test suite with its own environment, or with `python` (see reuse_build).
+    With `sanitize`, the build of those sanitizers (build(sanitize=...)) runs under them: pytest starts
+    through the project's harness (tests/sanitizers/harness.py sanitized), which preloads the runtime and
+    sets the options and suppressions; a sanitizer's report fails the run."""
     env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    env["SANITIZE"] = sanitize
     if python is None:
         python = make_env(project)
     else:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project), env.get("PYTHONPATH")) if p)
+    harness = [str(python), str(Path("tests", "sanitizers", "harness.py")), "sanitized"] if sanitize else []
     try:
         return subprocess.run(
-            [str(python), "-m", "pytest", "-q", f"--junitxml={RESULTS_FILE}", *pytest_args],
+            [*harness, str(python), "-m", "pytest", "-q", f"--junitxml={RESULTS_FILE}", *pytest_args],
             cwd=project,
             env=env,
             timeout=SUITE_TIMEOUT,

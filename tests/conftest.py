@@ -82,7 +82,10 @@ class Builds:
     A generated suite's tests marked `slow` (multi-process training and fault injection of the
     distributed feature: minutes per run) run only where a test asks for them (the checked-in
     example); every other build runs the rest. They exercise the same C++ under every device name
-    and feature choice, and the collectives themselves are tested in every build."""
+    and feature choice, and the collectives themselves are tested in every build.
+
+    A sanitized build (`sanitize`, SANITIZE's value: checks.sanitize of the variant) is a build of
+    its own, never shared with a plain one, and its tests run under the sanitizers."""
 
     def __init__(self):
         self.built: dict[str, tuple[Path, str]] = {}  # build digest -> (built project, its label)
@@ -93,26 +96,35 @@ class Builds:
         # What ran -> the failed tests of its runs, with the end of each report (project.failure_summary)
         self.failures: dict[str, str] = {}
 
-    def build_and_test(self, path: Path, label: str, slow_tests: bool = False) -> tuple[bool | None, str]:
+    def build_and_test(
+        self, path: Path, label: str, slow_tests: bool = False, sanitize: str = ""
+    ) -> tuple[bool | None, str]:
         """(passed, label of the build and test run) for the project at path; with slow_tests, its
-        tests marked slow run too. A request for the fast tests of a render whose test files are some
-        of those of a run that passed on the same build, unchanged (a feature that only adds tests,
-        turned off), runs nothing: (None, which run had them) says so, and the caller reports the
-        render's suite as not run (checks.test_only_inputs)."""
-        tests = checks.test_inputs_digest(path)
+        tests marked slow run too; with sanitize, built with those sanitizers and tested under them.
+        A request for the fast tests of a render whose test files are some of those of a run that
+        passed on the same build, unchanged (a feature that only adds tests, turned off), runs
+        nothing: (None, which run had them) says so, and the caller reports the render's suite as
+        not run (checks.test_only_inputs)."""
+        tests = self._digest(checks.test_inputs_digest(path), sanitize)
         if not slow_tests and (tests, WHOLE) not in self.results and (tests, FAST) not in self.results:
-            build, inputs = checks.build_inputs_digest(path), checks.test_only_inputs(path)
+            build, inputs = self._digest(checks.build_inputs_digest(path), sanitize), checks.test_only_inputs(path)
             for passed_build, part, passed_inputs, ran in self.passed:
                 if passed_build == build and part in (WHOLE, FAST) and inputs.items() <= passed_inputs.items():
                     return None, f"{label}: its test files, unchanged, are among those of {ran}, which passed here"
         if (tests, WHOLE) in self.results:
             return self.results[(tests, WHOLE)]
         if not slow_tests:
-            return self._result(path, label, tests, FAST)
+            return self._result(path, label, tests, FAST, sanitize)
         if (tests, FAST) in self.results:  # only the slow tests are missing
-            (fast_passed, ran), (slow_passed, _) = self.results[(tests, FAST)], self._result(path, label, tests, SLOW)
+            fast_passed, ran = self.results[(tests, FAST)]
+            slow_passed, _ = self._result(path, label, tests, SLOW, sanitize)
             return fast_passed and slow_passed, ran
-        return self._result(path, label, tests, WHOLE)
+        return self._result(path, label, tests, WHOLE, sanitize)
+
+    @staticmethod
+    def _digest(digest: str, sanitize: str) -> str:
+        """A build or test digest, told apart by the sanitizers of the build."""
+        return f"{digest} sanitize={sanitize}" if sanitize else digest
 
     def python(self, path: Path, label: str) -> Path:
         """The interpreter of a build of the project at path, with its backend installed: the build of
@@ -123,22 +135,23 @@ class Builds:
             self.built[build] = (path, label)
         return project.make_env(self.built[build][0])
 
-    def _result(self, path: Path, label: str, tests: str, part: str) -> tuple[bool, str]:
+    def _result(self, path: Path, label: str, tests: str, part: str, sanitize: str = "") -> tuple[bool, str]:
         if (tests, part) not in self.results:
             args = ["-m", part] if part != WHOLE else []
             ok = (0, 5) if part == SLOW else (0,)  # 5: no test selected, a project without slow tests
-            build = checks.build_inputs_digest(path)
+            build = self._digest(checks.build_inputs_digest(path), sanitize)
             if build in self.built:
                 built, built_label = self.built[build]
                 python = project.reuse_build(built, path)
                 self.results[(tests, part)] = (
-                    project.run_tests(path, *args, python=python) in ok,
+                    project.run_tests(path, *args, python=python, sanitize=sanitize) in ok,
                     f"{label} on the build of {built_label}",
                 )
             else:
-                project.build(path, jobs=2)
+                project.build(path, jobs=2, sanitize=sanitize)
                 self.built[build] = (path, label)
-                self.results[(tests, part)] = (project.run_tests(path, *args) in ok, label)
+                ran = f"{label} (sanitized: {sanitize})" if sanitize else label
+                self.results[(tests, part)] = (project.run_tests(path, *args, sanitize=sanitize) in ok, ran)
             passed, ran = self.results[(tests, part)]
             if passed:
                 self.passed.append((build, part, checks.test_only_inputs(path), ran))

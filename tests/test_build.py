@@ -18,6 +18,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from xml.etree import ElementTree
 
 import pytest
 
@@ -46,6 +48,11 @@ def variants_of(group: str) -> list[str]:
 def render_variant(render, label: str):
     answers = dict(VARIANTS[label])
     return render(answers.pop("backend_name"), **answers)
+
+
+def build_and_test_variant(builds, render, label: str) -> tuple[bool | None, str]:
+    """Builds and tests the variant `label`, with the sanitizers checks.sanitize gives it."""
+    return builds.build_and_test(render_variant(render, label), label, sanitize=checks.sanitize(label))
 
 
 # The Hugging Face Trainer recipe (examples/hf_trainer.py) on the example's device, against the same
@@ -95,7 +102,7 @@ class TestExample:
 
     @pytest.mark.parametrize("label", variants_of(EXAMPLE_GROUP))
     def test_variant_builds_and_passes(self, render, builds, label):
-        check_suite(builds, builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
+        check_suite(builds, build_and_test_variant(builds, render, label), f"variant {label!r}")
 
     def test_trainer_on_the_device_matches_the_cpu(self, recipe):
         code, output, on_cpu = recipe("--cpu")
@@ -125,12 +132,51 @@ class TestExample:
         assert code != 0 and expected in output, output
 
 
+@pytest.mark.slow
+@pytest.mark.backend("foo")
+class TestRuntimeSanitized:
+    """The driver (csrc/runtime) of a render with every feature on, built alone without torch (the
+    CMake option RUNTIME_ONLY) with ASan and UBSan, and its conformance tests run by ctest under them,
+    leak check included: a use after free, a leak or undefined behaviour in the driver fails here in
+    about a minute, in the code of every feature, not only of the variant built sanitized with torch
+    (checks.SANITIZED_VARIANTS)."""
+
+    SANITIZE = "address,undefined"
+
+    def test_conformance_tests_pass_under_the_sanitizers(self, render, tmp_path):
+        root = render("foo")
+        build = tmp_path / "runtime"
+        configure = [checks.tool("cmake"), "-S", str(root), "-B", str(build), "-G", "Ninja"]
+        configure += ["-DRUNTIME_ONLY=ON", f"-DSANITIZE={self.SANITIZE}"]
+        compile_tests = [checks.tool("cmake"), "--build", str(build), "--target", "runtime_tests"]
+        for command in (configure, compile_tests):
+            result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+            assert result.returncode == 0, result.stdout + result.stderr
+        # The options and suppressions of the project's harness; no preloaded runtime: the programs
+        # are instrumented themselves, ctest is not (its own allocations would be reported).
+        harness = [sys.executable, str(root / "tests" / "sanitizers" / "harness.py"), "sanitizer-env"]
+        listing = subprocess.run(
+            harness, capture_output=True, text=True, check=True, env={**os.environ, "SANITIZE": self.SANITIZE}
+        )
+        options = dict(line.split("=", 1) for line in listing.stdout.splitlines())
+        assert "detect_leaks=1" in options["ASAN_OPTIONS"] and "halt_on_error=1" in options["UBSAN_OPTIONS"]
+        environment = {**os.environ, **{name: value for name, value in options.items() if name.endswith("_OPTIONS")}}
+        report = tmp_path / "ctest.xml"
+        ctest = [checks.tool("ctest"), "--test-dir", str(build), "--output-on-failure", "--output-junit", str(report)]
+        result = subprocess.run(ctest, capture_output=True, text=True, timeout=900, env=environment)
+        assert result.returncode == 0, result.stdout + result.stderr
+        outcomes = {
+            case.get("name"): case.get("status") for case in ElementTree.parse(report).getroot().iter("testcase")
+        }
+        assert len(outcomes) == 4 and set(outcomes.values()) == {"run"}, outcomes
+
+
 def variant_build_class(group: str, labels: list[str]) -> type:
     """The test class of one build that only feature variants use (a feature that changes C++ off)."""
 
     @pytest.mark.parametrize("label", labels)
     def test_variant_builds_and_passes(self, render, builds, label):
-        check_suite(builds, builds.build_and_test(render_variant(render, label), label), f"variant {label!r}")
+        check_suite(builds, build_and_test_variant(builds, render, label), f"variant {label!r}")
 
     name = "TestVariant" + "".join(word.capitalize() for word in re.split(r"[\W_]+", labels[0]))
     answers = dict(VARIANTS[labels[0]])
@@ -165,10 +211,12 @@ def test_slow_generated_tests_run_only_where_asked_and_once(monkeypatch, tmp_pat
     from conftest import FAST, SLOW, WHOLE, Builds
 
     runs = []
-    monkeypatch.setattr(project, "build", lambda path, jobs: runs.append((path.name, "build")))
+    monkeypatch.setattr(project, "build", lambda path, jobs, sanitize: runs.append((path.name, "build")))
     monkeypatch.setattr(project, "reuse_build", lambda built, path: built)
     monkeypatch.setattr(
-        project, "run_tests", lambda path, *args, python=None: runs.append((path.name, " ".join(args))) or 0
+        project,
+        "run_tests",
+        lambda path, *args, python=None, sanitize="": runs.append((path.name, " ".join(args))) or 0,
     )
     monkeypatch.setattr(checks, "test_inputs_digest", lambda path: path.name[0])  # a, a2: same tests
     monkeypatch.setattr(checks, "test_only_inputs", lambda path: {"tests": path.name[0]})
@@ -219,9 +267,11 @@ def test_a_render_whose_tests_all_ran_and_passed_on_its_build_is_reported_as_not
     from conftest import FAST, Builds
 
     runs = []
-    monkeypatch.setattr(project, "build", lambda path, jobs: runs.append((path.name, "build")))
+    monkeypatch.setattr(project, "build", lambda path, jobs, sanitize: runs.append((path.name, "build")))
     monkeypatch.setattr(project, "reuse_build", lambda built, path: built)
-    monkeypatch.setattr(project, "run_tests", lambda path, *args, python=None: runs.append((path.name, args)) or 0)
+    monkeypatch.setattr(
+        project, "run_tests", lambda path, *args, python=None, sanitize="": runs.append((path.name, args)) or 0
+    )
     inputs = {
         "all": {"tests/a.py": "1", "tests/b.py": "2"},
         "fewer": {"tests/a.py": "1"},
@@ -249,13 +299,45 @@ def test_a_render_whose_tests_all_ran_and_passed_on_its_build_is_reported_as_not
     ]
 
 
+def test_a_sanitized_build_is_its_own_and_its_suite_runs_under_the_sanitizers(monkeypatch, tmp_path):
+    """Builds: a variant built with sanitizers (checks.sanitize) shares neither its build nor its test
+    run with a plain render of the same inputs, and the sanitizers reach the build and the test run;
+    the variant checks.SANITIZED_VARIANTS names is one that `make test` builds."""
+    from conftest import FAST, Builds
+
+    runs = []
+    monkeypatch.setattr(project, "build", lambda path, jobs, sanitize: runs.append((path.name, "build", sanitize)))
+    monkeypatch.setattr(project, "reuse_build", lambda built, path: built)
+    monkeypatch.setattr(
+        project,
+        "run_tests",
+        lambda path, *args, python=None, sanitize="": runs.append((path.name, args, sanitize)) or 0,
+    )
+    monkeypatch.setattr(checks, "test_inputs_digest", lambda path: "same tests")
+    monkeypatch.setattr(checks, "build_inputs_digest", lambda path: "same build")
+    monkeypatch.setattr(checks, "test_only_inputs", lambda path: {})
+    builds = Builds()
+    assert builds.build_and_test(tmp_path / "plain", "plain") == (True, "plain")
+    assert builds.build_and_test(tmp_path / "asan", "asan", sanitize="address,undefined")[0]
+    assert builds.build_and_test(tmp_path / "again", "again", sanitize="address,undefined")[0]
+    assert runs == [
+        ("plain", "build", ""),
+        ("plain", ("-m", FAST), ""),
+        ("asan", "build", "address,undefined"),
+        ("asan", ("-m", FAST), "address,undefined"),
+    ]
+    assert checks.SANITIZED_VARIANTS and set(checks.SANITIZED_VARIANTS) <= set(VARIANTS)
+    assert all(checks.sanitize(label) == sanitizers for label, sanitizers in checks.SANITIZED_VARIANTS.items())
+    assert checks.sanitize("everything") == ""
+
+
 def test_a_failed_suite_is_reported_with_its_failed_tests(monkeypatch, tmp_path):
     """A generated suite that fails is named with the tests that failed and the end of their reports
     (project.failure_summary reads the suite's JUnit report), so that a CI log cut in the middle still
     shows why."""
     from conftest import Builds
 
-    def run_tests(path, *args, python=None):
+    def run_tests(path, *args, python=None, sanitize=""):
         (path / project.RESULTS_FILE).parent.mkdir(parents=True, exist_ok=True)
         (path / project.RESULTS_FILE).write_text(
             '<testsuites><testsuite name="pytest"><testcase classname="tests.test_a" name="test_ok"/>'
@@ -265,7 +347,7 @@ def test_a_failed_suite_is_reported_with_its_failed_tests(monkeypatch, tmp_path)
         )
         return 1
 
-    monkeypatch.setattr(project, "build", lambda path, jobs: None)
+    monkeypatch.setattr(project, "build", lambda path, jobs, sanitize: None)
     monkeypatch.setattr(project, "run_tests", run_tests)
     monkeypatch.setattr(checks, "test_inputs_digest", lambda path: "tests")
     monkeypatch.setattr(checks, "build_inputs_digest", lambda path: "build")
