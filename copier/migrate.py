@@ -152,7 +152,7 @@ def check_torch(torch_yml: str, requested: str) -> int:
     if stay:
         lines.append(f"  stay on torch {wanted}:  {stay}")
     lines.append(f"  move to a supported release:  copier update --data torch_version={facts['default']}")
-    lines.append("(docs/updating.md of the template, 'Moving a project to another torch release', says what a move changes.)")
+    lines.append("(The template's docs/updating.md, 'Moving a project to another torch release', says what changes.)")
     print("\n".join(lines), file=sys.stderr)
     return 1
 

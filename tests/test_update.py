@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from copier import run_copy, run_update
+from copier.errors import TaskError
 from plumbum import local
 
 import facts
@@ -338,7 +339,7 @@ def test_update_of_a_project_on_a_retired_torch_release(tmp_path, capfd):
     answers_file = project / ".copier-answers.yml"
 
     capfd.readouterr()
-    with pytest.raises(Exception):  # copier's TaskError: the migration check-torch exited 1
+    with pytest.raises(TaskError):  # the migration check-torch exited 1
         update(project, "v0.3.0")
     message = capfd.readouterr().err
     assert f"torch {release_name} is no longer supported" in message and "nothing was changed" in message
