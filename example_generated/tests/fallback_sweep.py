@@ -30,6 +30,7 @@ import warnings
 
 import torch
 import torch.utils._pytree as pytree
+from random_opinfos import RANDOM_OPINFOS
 from torch.testing import assert_close
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import SampleInput
@@ -55,38 +56,8 @@ TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 
 RANDOM = "draws random numbers: the device generator is not the CPU's"
 NOT_COMPARED = {
-    **dict.fromkeys(
-        [
-            "bernoulli",
-            "cauchy",
-            "exponential",
-            "geometric",
-            "log_normal",
-            "multinomial",
-            "normal",
-            "normal.in_place",
-            "normal.number_mean",
-            "uniform",
-            "rand_like",
-            "randint_like",
-            "randn_like",
-            "randint",
-            "randn",
-            "nn.functional.alpha_dropout",
-            "nn.functional.dropout",
-            "nn.functional.dropout2d",
-            "nn.functional.dropout3d",
-            "nn.functional.feature_alpha_dropout.with_train",
-            "nn.functional.fractional_max_pool2d",
-            "nn.functional.fractional_max_pool3d",
-            "nn.functional.rrelu",
-            "nn.functional.multi_head_attention_forward",
-            "nn.functional.scaled_dot_product_attention",
-            "svd_lowrank",
-            "pca_lowrank",
-        ],
-        RANDOM,
-    ),
+    # With the random factories, and attention, whose samples with dropout draw random numbers.
+    **dict.fromkeys((*RANDOM_OPINFOS, "randint", "randn", "nn.functional.scaled_dot_product_attention"), RANDOM),
     **dict.fromkeys(
         ["empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"],
         "returns uninitialised memory",

@@ -98,8 +98,29 @@ def test_linear_gradients_equal_the_cpus(device):
         lambda d: torch.addmm(torch.ones(4, device=d), torch.ones(2, 3, device=d), torch.ones(3, 5, device=d)),
         lambda d: torch.bmm(torch.ones(2, 2, 3, device=d), torch.ones(3, 3, 2, device=d)),
         lambda d: torch.baddbmm(torch.ones(2, device=d), torch.ones(1, 2, 3, device=d), torch.ones(1, 3, 4, device=d)),
+        lambda d: torch.addmm(
+            torch.ones(2, 2, device=d, dtype=torch.float64), torch.ones(2, 3, device=d), torch.ones(3, 2, device=d)
+        ),
+        lambda d: torch.bmm(torch.ones(2, 2, 3, device=d), torch.ones(2, 3, 2, device=d, dtype=torch.float64)),
+        lambda d: torch.baddbmm(
+            torch.ones(2, 2, 2, device=d, dtype=torch.float64),
+            torch.ones(2, 2, 3, device=d),
+            torch.ones(2, 3, 2, device=d),
+        ),
+        lambda d: torch.bmm(torch.ones(2, 3, device=d), torch.ones(2, 3, 2, device=d)),
     ],
-    ids=["shapes", "dtypes", "not_a_matrix", "bias_shape", "batches", "batched_bias_shape"],
+    ids=[
+        "shapes",
+        "dtypes",
+        "not_a_matrix",
+        "bias_shape",
+        "batches",
+        "batched_bias_shape",
+        "bias_dtype",
+        "batched_dtypes",
+        "batched_bias_dtype",
+        "not_a_batch",
+    ],
 )
 def test_errors_match_the_cpus(device, case):
     with pytest.raises(RuntimeError) as on_cpu:

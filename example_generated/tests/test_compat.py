@@ -118,8 +118,9 @@ def test_import_fails_clearly_without_a_core_touchpoint(run_python):
 
 
 def test_compile_registration_names_a_missing_touchpoint(run_python):
-    """The compiler's touchpoints are checked when it loads, not at import; a missing one is named in
-    the warning, and torch.compile keeps working for other devices."""
+    """The compiler's touchpoints are checked when it registers (as it loads, or when Inductor first
+    needs the backend), not at import; a missing one is named in the warning, and torch.compile keeps
+    working for other devices."""
     result = run_python(
         """
         import warnings
@@ -130,6 +131,8 @@ def test_compile_registration_names_a_missing_touchpoint(run_python):
             warnings.simplefilter("always")
             import torch_foo  # registers now if the scheduler loaded the compiler, else below
             import torch._inductor.compile_fx
+            from torch._inductor.codegen.common import init_backend_registration
+            init_backend_registration()  # what Inductor calls before compiling (torch 2.15: the hook)
         print("\\n".join(str(w.message) for w in caught))
         """
     )
@@ -150,9 +153,10 @@ def test_import_does_not_load_the_compiler(run_python):
     assert result.stdout.strip() == "[]"
 
 
-def test_the_import_hook_waits_for_the_two_compiler_modules_only(run_python):
-    """_compat.after_import's finder waits for torch._dynamo and torch._inductor.compile_fx, finds no
-    module itself, and has nothing left waiting once the compiler has loaded (then both are registered)."""
+def test_the_import_hook_waits_for_the_compiler_modules_only(run_python):
+    """_compat.after_import's finder waits for torch._dynamo, and under torch 2.14 for
+    torch._inductor.compile_fx (from 2.15 on, Inductor calls the device module's _inductor_backend_init
+    instead), finds no module itself, and has nothing left waiting once the compiler has loaded."""
     result = run_python(
         """
         import json, sys, torch, torch_foo
@@ -171,15 +175,40 @@ def test_the_import_hook_waits_for_the_two_compiler_modules_only(run_python):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["finders"] == 1
-    assert report["before"] == ["torch._dynamo", "torch._inductor.compile_fx"]
+    waited = ["torch._dynamo"] if _compat._version.at_least(2, 15) else ["torch._dynamo", "torch._inductor.compile_fx"]
+    assert report["before"] == waited
     assert report["found"] == "[None, None]"
     assert report["after"] == []
     assert report["interface"].startswith("torch_foo")
 
 
+def test_inductor_registers_the_backend_when_it_first_needs_it(run_python):
+    """Under torch 2.15 Inductor registers the backend through torch.foo._inductor_backend_init
+    when it first needs it (init_backend_registration, which every compilation calls first), not when
+    its modules load; under 2.14 the import hook has registered it as compile_fx loaded."""
+    result = run_python(
+        """
+        import json, torch, torch_foo
+        import torch._inductor.compile_fx
+        from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
+        loaded = get_scheduling_for_device("foo")
+        init_backend_registration()
+        needed = get_scheduling_for_device("foo")
+        print(json.dumps([repr(loaded), needed.__module__, torch.foo._inductor_backend_init.__module__]))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    loaded, needed, hook = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (loaded == "None") == _compat._version.at_least(2, 15), loaded
+    assert needed == "torch_foo._inductor.scheduling"
+    assert hook == "torch_foo.compiler"
+
+
 def test_the_scheduler_replacement_answers_only_for_the_device():
-    import torch._inductor.compile_fx  # noqa: F401  loading the compiler registers the backend
+    from torch._inductor.codegen.common import init_backend_registration
     from torch._inductor.scheduler import BaseSchedulerNode
+
+    init_backend_registration()  # what Inductor calls first: the backend is registered by then
 
     replacement = BaseSchedulerNode.is_cpu
     original = inspect.unwrap(replacement)
@@ -197,9 +226,12 @@ def test_the_scheduler_replacement_answers_only_for_the_device():
 
 
 def test_only_the_device_classes_are_added_to_dynamos_in_graph_classes():
+    """Dynamo builds the device's Stream and Event in the graph: torch 2.15 takes them from the
+    registered device interface, under 2.14 _compat.trace_in_graph adds them; nothing else of the package."""
     import torch._dynamo  # noqa: F401  registers the device interface
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
 
-    in_graph = _compat.resolve("dynamo.in_graph_classes")()
+    in_graph = UserDefinedClassVariable._in_graph_classes()
     added = {cls for cls in in_graph if cls.__module__.startswith("torch_foo")}
     assert added == {torch.foo.Stream, torch.foo.Event}
 
@@ -242,8 +274,8 @@ def test_distributed_registration_names_a_missing_touchpoint(run_python):
 
 def test_linear_cross_entropy_accumulates_as_on_the_cpu():
     """_numerics.py gives the device the CPU's 'auto' choices of F.linear_cross_entropy's chunked path
-    (the table of torch 2.13, the policy function of 2.14): in bfloat16, loss and gradients equal the
-    CPU's. With torch's generic choice they differ (2.14.1: the loss by 0.125)."""
+    (its policy function): in bfloat16, loss and gradients equal the CPU's. With torch's generic
+    choice they differ (2.14.1: the loss by 0.125)."""
     from torch.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
 
     torch.manual_seed(0)

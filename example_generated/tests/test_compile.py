@@ -396,7 +396,9 @@ def test_registration_waits_for_the_compiler_and_works_in_either_import_order(ru
         import torch_foo
         from torch._dynamo.device_interface import get_interface_for_device
         from torch._inductor.codegen.common import get_scheduling_for_device
+        from torch._inductor.codegen.common import init_backend_registration
         assert get_interface_for_device("foo") is torch_foo._dynamo.FooInterface
+        init_backend_registration()  # what Inductor calls first (torch 2.15: the device module's hook)
         assert get_scheduling_for_device("foo") is torch_foo._inductor.scheduling.FooScheduling
         print("ok")
     """

@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,7 +33,7 @@ def inputs(shape, device, dtype=torch.float32, requires_grad=False, seed=0):
 @pytest.mark.parametrize("shape", [(8,), (3, 5), (2, 3, 4), (0, 4)])
 def test_opcheck(device, requires_grad, shape):
     # Schema, autograd registration, fake kernel against the real one, and AOT dispatch. opcheck's
-    # autograd registration check knows only CPU, CUDA and XPU tensors (torch 2.13): for the device
+    # autograd registration check knows only CPU, CUDA and XPU tensors (torch 2.13 to 2.15): for the device
     # it runs on CPU inputs here, and test_autograd_kernel_covers_the_device checks the device key.
     tests = OPCHECK_TESTS if device == "cpu" else tuple(t for t in OPCHECK_TESTS if t != "test_autograd_registration")
     torch.library.opcheck(op, inputs(shape, device, requires_grad=requires_grad), test_utils=tests)
@@ -118,19 +119,41 @@ def test_bad_inputs_raise_clear_errors(bad):
             op(*fake)
 
 
+def binutils(tool, *args):
+    path = shutil.which(tool)
+    assert path, f"{tool} (binutils, which the build's linker comes with) is needed to read the library's symbols"
+    return subprocess.run([path, *args], capture_output=True, text=True, check=True).stdout
+
+
+def sanitizer_runtime_names(library):
+    """The names defined by the sanitizer runtimes `library` links (a SANITIZE build: libasan,
+    libubsan, libtsan), none in a plain build. A sanitizer runtime defines, unversioned, the C and
+    C++ runtime functions it intercepts or replaces (memcpy, operator new, __cxa_throw, ...), and the
+    linker binds the library's imports of those names to it instead of to the versioned ones of glibc
+    and libstdc++. Read from the runtimes loaded in this process, the ones those imports resolve to."""
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(\S+)\]", binutils("readelf", "-d", str(library)))
+    runtimes = {name for name in needed if re.fullmatch(r"lib(asan|ubsan|tsan)\.so[.\d]*", name)}
+    mapped = (line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines() if "/" in line)
+    loaded = {path for path in mapped if any(Path(path).name.startswith(name) for name in runtimes)}
+    assert {name for name in runtimes if not any(Path(path).name.startswith(name) for path in loaded)} == set()
+    names = set()
+    for path in loaded:
+        listing = binutils("nm", "-D", "--defined-only", path)
+        names |= {line.split()[-1].split("@")[0] for line in listing.splitlines() if len(line.split()) == 3}
+    return names
+
+
 def test_library_is_built_on_the_stable_abi_alone():
     # The custom operator library (csrc/custom_ops) loads on every supported torch release because it
     # imports only C names: torch's stable C shim (aoti_torch_*, torch_*), the extension's table
     # (fooCustomOpsGetEntry) and the C and C++ runtime (versioned names: GLIBC_, GLIBCXX_, CXXABI_,
-    # GCC_), and a sanitizer's runtime in a SANITIZE build. A C++ name of torch (at::, c10::, torch::
-    # mangled, unversioned) would tie it to one release.
-    nm = shutil.which("nm")
-    assert nm, "nm (binutils, which the build's linker comes with) is needed to read the library's imports"
-    command = [nm, "-D", "--undefined-only", str(ops.LIBRARY)]
-    listing = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    # GCC_); in a SANITIZE build, also names of the sanitizer runtimes (sanitizer_runtime_names). A C++
+    # name of torch (at::, c10::, torch:: mangled, unversioned) would tie it to one release.
+    listing = binutils("nm", "-D", "--undefined-only", str(ops.LIBRARY))
     imported = [line.split()[-1] for line in listing.splitlines() if line.split()[:1] == ["U"]]
     unversioned = {name for name in imported if "@" not in name}
-    allowed = re.compile(r"(aoti_torch|torch)_\w+|fooCustomOpsGetEntry|__(asan|lsan|tsan|ubsan|sanitizer)_\w+")
-    assert not {name for name in unversioned if not allowed.fullmatch(name)}
+    allowed = re.compile(r"(aoti_torch|torch)_\w+|fooCustomOpsGetEntry")
+    sanitizers = sanitizer_runtime_names(ops.LIBRARY)
+    assert not {name for name in unversioned if not allowed.fullmatch(name) and name not in sanitizers}
     assert {"fooCustomOpsGetEntry", "torch_call_dispatcher", "aoti_torch_library_init_def"} <= unversioned
     assert os.path.realpath(ops.LIBRARY) in torch.ops.loaded_libraries

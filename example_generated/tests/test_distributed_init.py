@@ -91,7 +91,7 @@ def ddp():
 
 
 def device_mesh():
-    # init_device_mesh refuses a device type that is not all letters (torch 2.13's device_mesh.py:
+    # init_device_mesh refuses a device type that is not all letters (torch's device_mesh.py:
     # "Device type with index is not supported"), so for a name with "_" the mesh is built directly.
     if "foo".isalpha():
         return init_device_mesh("foo", (world_size,))

@@ -63,8 +63,8 @@ SKIP["nn.functional.batch_norm.without_cudnn"] = (
     "(test_opinfo.py compares them)"
 )
 XFAIL: dict[str, str] = {}  # failures to investigate: operator -> reason (strict: an entry that passes fails)
-# The same for the gradients of one case, "<operator>-<dtype>" (CUDA dtypes new in torch 2.14, which
-# OpInfo does not list under 2.13: docs/updating.md in the template repository says what is left).
+# The same for the gradients of one case, "<operator>-<dtype>" (CUDA dtypes new in torch 2.14:
+# docs/updating.md in the template repository says what is left).
 XFAIL_GRADIENTS: dict[str, str] = {
     "stft-bfloat16": "4 of 100 gradient elements differ from the reference by one bfloat16 step beyond the "
     "tolerance: the overlapping frames' gradients add up in bfloat16 on the device, one operator at a time "

@@ -296,9 +296,26 @@ def test_bad_arguments_raise_clearly():
         torch.foo.graph(object())
     with pytest.raises(ValueError, match="check_input_liveness"):
         torch.foo.graph(torch.foo.FooGraph(), check_input_liveness=True)
+    with pytest.raises(ValueError, match="enable_annotations"):
+        torch.foo.graph(torch.foo.FooGraph(), enable_annotations=True)
+    with pytest.raises(TypeError, match="annotation_config"):
+        torch.foo.graph(torch.foo.FooGraph(), annotation_config="exec")
     graph = torch.foo.FooGraph()
     with pytest.raises(RuntimeError, match="without capture_begin"):
         graph.capture_end()
+
+
+def test_annotation_config_without_annotations_changes_nothing():
+    # torch.cuda.graph's annotation_config configures kernel annotations, which the device does not
+    # record: code ported from CUDA that passes one captures as without it.
+    x = torch.ones(4, device=DEVICE)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph, annotation_config={"backend": "auto", "key_by": "exec"}):
+        x.add_(1)
+    assert_close(x.cpu(), torch.full((4,), 1.0))  # captured, not run
+    graph.replay()
+    graph.replay()
+    assert_close(x.cpu(), torch.full((4,), 3.0))
 
 
 def test_a_compiled_function_can_be_captured():

@@ -24,6 +24,7 @@ import os
 import pytest
 import torch
 import torch.utils._pytree as pytree
+from random_opinfos import RANDOM_OPINFOS
 from torch.testing._internal.common_device_type import OpDTypes, instantiate_device_type_tests, ops  # noqa: E402
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 from torch.testing._internal.common_utils import TestCase  # noqa: E402
@@ -41,36 +42,7 @@ MAX_SAMPLES = None if FULL else 8
 RANDOM = "draws random numbers: the device generator is not the CPU's (tests/test_random.py checks it)"
 UNINITIALISED = "returns uninitialised memory"
 SKIP = {
-    # Random operators and operators whose sample inputs use randomness (dropout, sampling).
-    **dict.fromkeys(
-        [
-            "bernoulli",
-            "cauchy",
-            "exponential",
-            "geometric",
-            "log_normal",
-            "multinomial",
-            "normal",
-            "normal.in_place",
-            "normal.number_mean",
-            "uniform",
-            "rand_like",
-            "randint_like",
-            "randn_like",
-            "nn.functional.alpha_dropout",
-            "nn.functional.dropout",
-            "nn.functional.dropout2d",
-            "nn.functional.dropout3d",
-            "nn.functional.feature_alpha_dropout.with_train",
-            "nn.functional.fractional_max_pool2d",
-            "nn.functional.fractional_max_pool3d",
-            "nn.functional.rrelu",
-            "nn.functional.multi_head_attention_forward",
-            "svd_lowrank",
-            "pca_lowrank",
-        ],
-        RANDOM,
-    ),
+    **dict.fromkeys(RANDOM_OPINFOS, RANDOM),
     **dict.fromkeys(
         ["empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"], UNINITIALISED
     ),

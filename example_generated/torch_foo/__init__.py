@@ -175,6 +175,8 @@ _use_cpu_choices(BACKEND_NAME)
 from . import compiler  # noqa: E402
 
 compiler.install()  # torch.compile: the Dynamo interface and the Inductor backend, as they load
+# Inductor (torch 2.15 on) calls it before its first compilation for the device (compiler.py).
+_inductor_backend_init = compiler.inductor_backend_init
 
 from . import distributed  # noqa: E402,F401  registers the c10d backend "fooccl" with torch.distributed
 

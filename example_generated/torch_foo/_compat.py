@@ -16,10 +16,10 @@ naming every touchpoint that changed and the torch version, instead of an Attrib
 a compile or a collective. A new torch release: run tests/test_compat.py, fix what it names, and update
 ``CHECKED_WITH``.
 
-Where torch has no registration API, the two replacements that remain are scoped to this device
-(``schedule_device_nodes_as_cpp``, ``trace_in_graph``): they change nothing for any other device.
-The one process-wide change is ``after_import``'s finder on ``sys.meta_path``, which waits for the
-compiler's modules and finds nothing itself.
+Where torch has no registration API, the replacements that remain are scoped to this device
+(``schedule_device_nodes_as_cpp``, and under torch 2.14 ``trace_in_graph``): they change nothing for
+any other device. The one process-wide change is ``after_import``'s finder on ``sys.meta_path``, which
+waits for the compiler's modules (from torch 2.15 on, torch._dynamo only) and finds nothing itself.
 The C++ touchpoints are in csrc/compat/TorchCompat.h. docs/integration/compat.md in the template
 repository lists both sides.
 """
@@ -41,7 +41,7 @@ from . import _version
 
 # The torch releases every touchpoint below was checked against: the releases the template supports
 # (its copier/torch.yml), each built and tested by the template's `make test` and CI matrix.
-CHECKED_WITH = "2.14.1, 2.13.0"
+CHECKED_WITH = "2.15.0, 2.14.1"
 NO_PUBLIC_API = f"none in torch {CHECKED_WITH}"
 
 
@@ -83,7 +83,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "_get_privateuse1_backend_name",
         "reads the name PrivateUse1 was renamed to, so that a second backend in the process fails clearly "
         "and importing again renames nothing",
-        "none in torch 2.13 (torch.utils.rename_privateuse1_backend only sets it)",
+        f"{NO_PUBLIC_API} (torch.utils.rename_privateuse1_backend only sets it)",
     ),
     Touchpoint(
         "core.register_device_module",
@@ -91,33 +91,20 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch",
         "_register_device_module",
         "registers this package as torch.foo; the PrivateUse1 tutorial calls it",
-        "none in torch 2.13 (the PrivateUse1 documentation names the private function)",
+        f"{NO_PUBLIC_API} (the PrivateUse1 documentation names the private function)",
         parameters=("device_type", "module"),
     ),
     # --- numerics: optional; a torch without them keeps its generic choice for the device (a warning)
-    Touchpoint(
-        "numerics.linear_cross_entropy_defaults",
-        "numerics",
-        "torch.nn.modules.linear_cross_entropy_options",
-        "_AUTO_DEFAULTS",
-        "F.linear_cross_entropy's per-device accumulation table: the device gets the CPU's entries (_numerics.py)",
-        "none in torch 2.13: the table is keyed by device type, with no registration for a new one",
-        kind="value",
-        required=False,
-        until=(2, 14),
-    ),
     Touchpoint(
         "numerics.linear_cross_entropy_policy",
         "numerics",
         "torch.nn.modules.linear_cross_entropy_options",
         "_auto_acc_policy",
-        "F.linear_cross_entropy's 'auto' accumulation policy, the table's successor in torch 2.14: "
-        "replaced by a function that answers as for the CPU for this device and calls the original for "
-        "every other device (_numerics.py)",
-        "none in torch 2.14: the policy is chosen by device type, with no registration for a new one",
+        "F.linear_cross_entropy's 'auto' accumulation policy: replaced by a function that answers as for "
+        "the CPU for this device and calls the original for every other device (_numerics.py)",
+        f"{NO_PUBLIC_API}: the policy is chosen by device type, with no registration for a new one",
         parameters=("device_type", "dtype"),
         required=False,
-        since=(2, 14),
     ),
     Touchpoint(
         "numerics.linear_cross_entropy_resolve",
@@ -126,7 +113,6 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "LinearCrossEntropyOptions._resolve_auto_acc_dtype",
         "the same choice for the 'auto' accumulation dtype; replaced by a function that answers as for "
         "the CPU for this device and calls the original for every other device (_numerics.py)",
-        "none in torch 2.13",
         parameters=("dtype", "device"),
         required=False,
     ),
@@ -138,8 +124,8 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "",
         "compiler.py registers the device with Dynamo right after this module loads (an import hook on "
         "its name: import torch_foo stays as fast as before)",
-        "none in torch 2.13: torch registers no compiler support for a PrivateUse1 device when its "
-        "compiler loads (Dynamo's device interfaces: CUDA, XPU and MTIA only)",
+        f"{NO_PUBLIC_API}: torch registers no Dynamo support for a PrivateUse1 device when its compiler "
+        "loads (2.15 documents registering at the package's import, which would load the compiler)",
         kind="module",
     ),
     Touchpoint(
@@ -148,7 +134,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._dynamo.device_interface",
         "DeviceInterface",
         "the base class of the device interface Dynamo and Inductor drive the device through (_dynamo.py)",
-        "none in torch 2.13 (the accelerator documentation names the private class)",
+        f"{NO_PUBLIC_API} (the accelerator documentation names the private class)",
         kind="class",
     ),
     Touchpoint(
@@ -157,7 +143,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._dynamo.device_interface",
         "register_interface_for_device",
         "registers the interface under the device name; nothing registers one for a PrivateUse1 device",
-        "none in torch 2.13 (it registers CUDA, XPU and MTIA itself, and nothing from the device module)",
+        f"{NO_PUBLIC_API} (it registers torch's own devices itself, and nothing from the device module)",
         parameters=("device", "device_interface"),
     ),
     Touchpoint(
@@ -183,10 +169,13 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "UserDefinedClassVariable._in_graph_classes",
         "the cached set of classes Dynamo constructs in the graph (torch.Stream, torch.Event and CUDA's, "
         "XPU's and HPU's): the device's Stream and Event are added to it, nothing else (trace_in_graph)",
-        "none in torch 2.13: torch.compiler.allow_in_graph puts a call in the graph as an opaque function, "
-        "which cannot return a stream; the device interface's Stream/Event are not consulted",
+        "from torch 2.15 on, Dynamo adds the Stream and Event of every registered device interface itself "
+        "(torch.Stream and torch.Event subclasses); torch.compiler.allow_in_graph would put a call in the "
+        "graph as an opaque function, which cannot return a stream",
+        until=(2, 15),
     ),
-    # --- inductor: checked when torch._inductor.compile_fx loads (compiler.py), and by backend="foo"
+    # --- inductor: checked when the backend registers (compiler.py: as Inductor's entry point loads, or from
+    # torch 2.15 on when Inductor calls the device module's _inductor_backend_init), and by backend="foo"
     Touchpoint(
         "inductor.module",
         "inductor",
@@ -194,9 +183,12 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "",
         "compiler.py registers the Inductor backend right after this module, Inductor's entry point, loads "
         "(an import hook on its name)",
-        "none in torch 2.13: Inductor's own lookup through device-module attributes needs all four "
-        "wrapper attributes, swallows a missing one, registers no op overrides and is cached on first use",
+        "from torch 2.15 on, a device module's _inductor_backend_init(), which Inductor calls before its first "
+        "compilation for the device (torch.utils.backend_registration) and compiler.py defines; before, "
+        "Inductor's lookup through device-module attributes needs all four wrapper attributes, swallows a "
+        "missing one, registers no op overrides and is cached on first use",
         kind="module",
+        until=(2, 15),
     ),
     Touchpoint(
         "inductor.list_mode_options",
@@ -204,7 +196,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._inductor",
         "list_mode_options",
         "the configuration a torch.compile mode stands for, for backend='foo' (compiler.backend)",
-        "none in torch 2.13 (torch.compile resolves modes only for backend='inductor')",
+        f"{NO_PUBLIC_API} (torch.compile resolves modes only for backend='inductor')",
         parameters=("mode",),
     ),
     Touchpoint(
@@ -213,7 +205,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._inductor.compile_fx",
         "compile_fx",
         "runs Inductor on a graph for backend='foo' (compiler.backend)",
-        "none in torch 2.13 (a custom backend has no public way to run Inductor with config patches)",
+        f"{NO_PUBLIC_API} (a custom backend has no public way to run Inductor with config patches)",
         parameters=("model_", "example_inputs_", "config_patches"),
     ),
     Touchpoint(
@@ -222,8 +214,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._inductor.codegen.common",
         "register_backend_for_device",
         "registers the scheduling and the wrapper code generators under the device name (_inductor/)",
-        "none in torch 2.13 (the device-module attributes path needs four attributes, swallows a missing "
-        "one, registers no op overrides and is cached on first use)",
+        f"{NO_PUBLIC_API}, though torch 2.15 documents it as the call a device module's _inductor_backend_init() makes",
         parameters=(
             "device",
             "device_scheduling",
@@ -256,7 +247,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "the scheduler asks it whether a node's kernels come from the C++ scheduling (it then skips loop "
         "reordering, reindexing and index inversion, which fail on C++ loop groups); the device's do: "
         "schedule_device_nodes_as_cpp answers for the device's nodes and calls the original for all others",
-        "none in torch 2.13: the scheduler asks the node, not the device's scheduling (scheduler.py, three "
+        f"{NO_PUBLIC_API}: the scheduler asks the node, not the device's scheduling (scheduler.py, three "
         "uses); a scheduling-level query would remove this",
     ),
     Touchpoint(
@@ -265,7 +256,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._inductor.codegen.cpp",
         "CppScheduling",
         "the C++ scheduling the device's scheduling subclasses (_inductor/scheduling.py)",
-        "none in torch 2.13 (BaseScheduling is private too)",
+        f"{NO_PUBLIC_API} (BaseScheduling is private too)",
         kind="class",
     ),
     Touchpoint(
@@ -293,7 +284,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "the form of the kernel definition the C++ scheduling hands a Python wrapper, "
         "`async_compile.cpp_pybinding(<argument types>, r'''<source>''')`, which the device's wrapper "
         "rewrites into a device kernel's (_inductor/wrapper.py)",
-        "none in torch 2.13: a per-device kernel-definition hook in the C++ scheduling would remove this",
+        f"{NO_PUBLIC_API}: a per-device kernel-definition hook in the C++ scheduling would remove this",
         source_contains="async_compile.cpp_pybinding(",
     ),
     Touchpoint(
@@ -334,7 +325,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._inductor.codegen.wrapper",
         "PythonWrapperCodegen._generate_kernel_call_helper",
         "overridden: the Python wrapper refuses non-Triton kernel calls for devices other than cpu and mps",
-        "none in torch 2.13 (no per-device kernel-call hook)",
+        f"{NO_PUBLIC_API} (no per-device kernel-call hook)",
         parameters=("self", "kernel_name", "call_args", "device", "triton"),
     ),
     Touchpoint(
@@ -406,7 +397,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch._inductor.codecache",
         "CppCodeCache",
         "Inductor's C++ compile cache, subclassed to produce plain shared libraries (_inductor/kernels.py)",
-        "none in torch 2.13 (no public way to compile C++ with Inductor's toolchain and cache)",
+        f"{NO_PUBLIC_API} (no public way to compile C++ with Inductor's toolchain and cache)",
         kind="class",
     ),
     Touchpoint(
@@ -478,7 +469,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch.distributed",
         "ProcessGroup._register_backend",
         "builds the process group around the fooccl backend for each device type (distributed.py)",
-        "none in torch 2.13: torch has no public way to build a group; pytorch/pytorch#189193 fixes the "
+        f"{NO_PUBLIC_API}: torch has no public way to build a group; pytorch/pytorch#189193 fixes the "
         "broken default backend that makes building our own necessary",
         parameters=("device", "backend_type", "backend"),
     ),
@@ -488,7 +479,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch.distributed",
         "ProcessGroup._set_default_backend",
         "makes fooccl the group's default backend, which DDP's constructor asks for (distributed.py)",
-        "none in torch 2.13 (see distributed.ProcessGroup._register_backend)",
+        f"{NO_PUBLIC_API} (see distributed.ProcessGroup._register_backend)",
         parameters=("backend_type",),
     ),
     Touchpoint(
@@ -497,7 +488,6 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch.distributed",
         "ProcessGroup.BackendType.CUSTOM",
         "the backend type torch gives a registered third-party backend (distributed.py)",
-        "none in torch 2.13",
         kind="value",
     ),
 )

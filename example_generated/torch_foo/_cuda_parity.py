@@ -77,9 +77,13 @@ LEGACY_TYPES = (
 NOT_PROVIDED.update((name, (CUDA_ONLY, "legacy typed tensor and storage classes")) for name in LEGACY_TYPES)
 
 # The names of torch.cuda that appeared after the oldest torch release the backend supports, with the
-# release (major, minor) that added each: under an older torch they are listed but absent.
-SINCE: dict[str, tuple[int, int]] = {
-    "export_dot": (2, 14),
-    "export_graph_data": (2, 14),
-    "graph_annotations": (2, 14),
+# release (major, minor) that added each: under an older torch they are listed but absent. None
+# today: every name above is in torch.cuda of each supported release.
+SINCE: dict[str, tuple[int, int]] = {}
+
+# The parameters of torch.cuda's functions and classes that appeared after the oldest supported
+# release, with the release that added each: this module takes them under every release (what they
+# mean on this device is in each docstring), torch.cuda under that release on.
+PARAMETERS_SINCE: dict[str, dict[str, tuple[int, int]]] = {
+    "graph": {"annotation_config": (2, 15)},
 }

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import _C, _compat, streams
+from . import _C, _compat, _version, streams
 from ._utils import _get_device_index
 from .amp import is_bf16_supported
 from .device import current_device, device_count, get_device_properties, is_available, set_device, synchronize
@@ -129,11 +129,13 @@ def _make_device_module_traceable() -> None:
     device-generic ``torch.accelerator`` call Dynamo already understands (streams, synchronisation,
     the current device, guarded), or, for queries whose answer cannot change, the function itself,
     run once while tracing (``can_constant_fold_through``). ``Stream`` and ``Event`` are built in the
-    graph like ``torch.Stream``: 2.13 keeps the list of such classes (torch.Stream, torch.Event and
-    CUDA's, XPU's and HPU's) in a cached set, to which ``_compat.trace_in_graph`` adds these two (and
-    nothing else: touchpoint dynamo.in_graph_classes says why no public API does it).
+    graph like ``torch.Stream``: torch 2.15 does so for the ``Stream`` and ``Event`` of every registered
+    device interface (the interface above names them); 2.14 keeps a fixed set of such classes
+    (torch.Stream, torch.Event and CUDA's, XPU's and HPU's), to which ``_compat.trace_in_graph`` adds
+    these two, and nothing else (touchpoint dynamo.in_graph_classes).
     """
-    _compat.trace_in_graph(streams.Stream, streams.Event)
+    if not _version.at_least(2, 15):
+        _compat.trace_in_graph(streams.Stream, streams.Event)
     substitute = torch.compiler.substitute_in_graph
 
     @substitute(streams.current_stream)

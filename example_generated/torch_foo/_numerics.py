@@ -17,7 +17,7 @@ import warnings
 
 import torch
 
-from . import _compat, _version
+from . import _compat
 
 
 def _linear_cross_entropy_like_cpu(name: str) -> None:
@@ -35,21 +35,15 @@ def _linear_cross_entropy_like_cpu(name: str) -> None:
     options = _compat.owner("numerics.linear_cross_entropy_resolve")
     if getattr(resolve, "_torch_foo_as_cpu", False):
         return
-    if _version.at_least(2, 14):
-        # 2.14 chooses the policy in a function of the device type, called by its module-level name.
-        policy = _compat.resolve("numerics.linear_cross_entropy_policy")
-        where = _compat.touchpoint("numerics.linear_cross_entropy_policy")
+    # The policy is chosen in a function of the device type, called by its module-level name.
+    policy = _compat.resolve("numerics.linear_cross_entropy_policy")
+    where = _compat.touchpoint("numerics.linear_cross_entropy_policy")
 
-        def policy_as_cpu(device_type: str | None, dtype: torch.dtype) -> str:
-            return policy("cpu" if device_type == name else device_type, dtype)
+    def policy_as_cpu(device_type: str | None, dtype: torch.dtype) -> str:
+        return policy("cpu" if device_type == name else device_type, dtype)
 
-        policy_as_cpu.__wrapped__ = policy
-        setattr(sys.modules[where.module], where.attribute, policy_as_cpu)
-    else:
-        defaults = _compat.resolve("numerics.linear_cross_entropy_defaults")
-        for (device_type, dtype), choice in list(defaults.items()):
-            if device_type == "cpu":
-                defaults[(name, dtype)] = choice
+    policy_as_cpu.__wrapped__ = policy
+    setattr(sys.modules[where.module], where.attribute, policy_as_cpu)
 
     def resolve_as_cpu(dtype: torch.dtype, device: torch.device | None) -> torch.dtype | None:
         if device is not None and device.type == name:

@@ -21,7 +21,7 @@ MARKER = b"torch_foo built with torch "
 
 
 def release(version: str) -> tuple[int, int, int]:
-    """(major, minor, patch) of a torch version string: 2.13.0, 2.13.0+cpu, 2.14.0a0+git1234."""
+    """(major, minor, patch) of a torch version string: 2.15.0, 2.15.0+cpu, 2.16.0a0+git1234."""
     match = re.match(r"(\d+)\.(\d+)\.(\d+)", str(version))
     if match is None:
         raise ValueError(f"not a torch version: {version!r}")

@@ -5,19 +5,20 @@ device's own compile backend, ``torch.compile(model, backend="foo")``.
 device code with (``_dynamo.py``) and the Inductor backend that generates and launches kernels
 (``_inductor/``). Registering them needs ``torch._dynamo`` and ``torch._inductor``, which
 ``import torch`` does not load and which take about as long to import as torch itself. So
-``install()`` (called when torch_foo is imported) registers each one as soon as the torch module
-it extends has loaded: at once if it is loaded already, otherwise right after its import, before
-anything can use it. Importing torch_foo stays as fast as before.
+``install()`` (called when torch_foo is imported) registers each one as soon as torch can use it,
+never earlier: importing torch_foo stays as fast as before.
+
+- Inductor, from torch 2.15 on: Inductor calls the device module's ``_inductor_backend_init()``
+  (this module's ``inductor_backend_init``, which ``__init__.py`` exposes under that name) before its
+  first compilation for the device, under its compile lock, until the backend is registered.
+- Dynamo, and Inductor under torch 2.14: torch has no such call, and Python has no hook that runs
+  after a given module is imported (PEP 369 was withdrawn). So these registrations wait with
+  ``_compat.after_import``, whose finder wraps the loader of the torch modules below, and only those,
+  and run right after the module has loaded, before anything can use it.
 
 A registration that fails warns and leaves ``torch.compile`` working for other devices. Each one
 first runs the self-test of the private torch API it uses (``_compat.check``), so a torch release that
 changed it is named in the warning.
-
-Python has no hook that runs after a given module is imported (PEP 369 was withdrawn), and torch has
-no registration call for compiler support that it makes when its compiler loads (Dynamo registers
-only CUDA, XPU and MTIA interfaces; Inductor's device-module path is incomplete, see _inductor/).
-So the registrations wait with ``_compat.after_import``, whose finder wraps the loader of the two
-torch modules below, and only those.
 """
 
 import functools
@@ -25,7 +26,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import _compat
+from . import _compat, _version
 
 
 def _register_dynamo() -> None:
@@ -60,13 +61,16 @@ def backend(graph_module: Any, example_inputs: Any, *, mode: str | None = None, 
     return compile_fx(graph_module, example_inputs, config_patches=config)
 
 
-# torch module -> the registration that needs it.
+_INDUCTOR = _compat.touchpoint("inductor.module").module
+
+# torch module -> the registration that waits for it to load.
 _REGISTRATIONS: dict[str, Callable[[], None]] = {
     # The whole package: the registration touches several of its modules, which import each other.
     _compat.touchpoint("dynamo.module").module: _register_dynamo,
-    # Inductor's entry point: loading it loads the codegen modules the backend subclasses.
-    _compat.touchpoint("inductor.module").module: _register_inductor,
 }
+if not _version.at_least(2, 15):
+    # Inductor's entry point: loading it loads the codegen modules the backend subclasses.
+    _REGISTRATIONS[_INDUCTOR] = _register_inductor
 _registered: set[str] = set()
 
 
@@ -83,6 +87,12 @@ def _run(module_name: str, register: Callable[[], None]) -> None:
             f"foo devices in this process. {reason}",
             stacklevel=2,
         )
+
+
+def inductor_backend_init() -> None:
+    """Registers the Inductor backend: torch.foo._inductor_backend_init, which Inductor calls
+    (torch 2.15 on) before it compiles for the device, until the backend is registered."""
+    _run(_INDUCTOR, _register_inductor)
 
 
 def install() -> None:

@@ -9,6 +9,8 @@ is_current_stream_capturing(). make_graphed_callables is not provided (docs/grap
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from . import _C
@@ -48,6 +50,13 @@ class graph:
     As torch.cuda.graph: synchronises the device and empties the caches first, then captures on
     ``stream`` (the current stream inside the block; a side stream of this module's own if not
     given, never the default stream, which other work uses) with memory from ``pool``.
+
+    ``enable_annotations`` and ``annotation_config`` are torch.cuda.graph's kernel annotations of the
+    captured nodes for profiler traces (``annotation_config``, new in torch 2.15, chooses how they are
+    recorded: CUPTI or a walk of the capture graph, which graph they are keyed to, Python stacks).
+    The device records none: ``enable_annotations=True`` raises, and ``annotation_config``, which
+    configures only that recording, must then be None or a dict (of torch.cuda.graph's options) and
+    changes nothing.
     """
 
     default_capture_stream: torch.Stream | None = None
@@ -59,6 +68,7 @@ class graph:
         stream: torch.Stream | None = None,
         capture_error_mode: str = "global",
         enable_annotations: bool = False,
+        annotation_config: dict[str, Any] | None = None,
         check_input_liveness: bool = False,
     ) -> None:
         # The first parameter keeps torch.cuda.graph's name, so that code ported from CUDA that passes it
@@ -67,6 +77,8 @@ class graph:
             raise TypeError(f"graph() needs a FooGraph, not {type(cuda_graph).__name__}")
         if enable_annotations:
             raise ValueError("enable_annotations needs CUDA's kernel annotations (cuda.bindings); not on this device")
+        if annotation_config is not None and not isinstance(annotation_config, dict):
+            raise TypeError(f"annotation_config must be a dict or None, not {type(annotation_config).__name__}")
         if check_input_liveness:
             raise ValueError("check_input_liveness is not supported on this device yet (docs/graphs.md)")
         if capture_error_mode not in _MODES:

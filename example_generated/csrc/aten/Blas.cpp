@@ -3,22 +3,27 @@
 //
 // They are the bulk of a model's arithmetic, so they run on the device instead of the CPU fallback
 // (which would copy every operand to the CPU and the result back, each call). The host checks the
-// shapes and dtypes as PyTorch's CPU kernels do, allocates the result and lays the bias into it;
-// the operator library multiplies (fooOpGemm: on hardware, the vendor's BLAS, as cuBLAS is CUDA's).
-// Integer dtypes, complex factors, dtypes the library reports it does not multiply, and the out=
-// and in-place variants run on the CPU fallback.
+// arguments with PyTorch's own meta function of each operator, the one its CPU kernel runs first (so
+// the device raises the CPU's errors under every torch release), allocates the result that function
+// describes and lays the bias into it; the operator library multiplies (fooOpGemm: on
+// hardware, the vendor's BLAS, as cuBLAS is CUDA's). Integer and mixed dtypes, complex factors,
+// dtypes the library reports it does not multiply, and the out= and in-place variants run on the CPU
+// fallback, which raises what the CPU raises where the CPU refuses them.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/baddbmm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/bmm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/mm_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <optional>
-#include <vector>
 
 #include "Fallback.h"
 #include "OpLibrary.h"
@@ -26,48 +31,46 @@
 namespace torch_foo {
 namespace {
 
-// The checks of PyTorch's CPU kernels, with their messages: `batched` products take 3 dimensions.
-void check_operands(const at::Tensor& a, const at::Tensor& b, bool batched) {
-  const int64_t dims = batched ? 3 : 2;
-  TORCH_CHECK(a.dim() == dims, batched ? "batch1 must be a 3D tensor" : "self must be a matrix");
-  TORCH_CHECK(b.dim() == dims, batched ? "batch2 must be a 3D tensor" : "mat2 must be a matrix");
-  TORCH_CHECK(
-      a.scalar_type() == b.scalar_type(),
-      "expected m1 and m2 to have the same dtype, but got: ",
-      a.dtype(),
-      " != ",
-      b.dtype());
+// Runs Meta, PyTorch's structured meta function of an operator (at::meta::structured_mm, ...), on the
+// operator's arguments: it checks them, raising the CPU kernel's errors, and describes the result,
+// which it asks this class to allocate (on the operands' device, with the dtype it chooses).
+template <typename Meta>
+class Checked final : public Meta {
+ public:
+  template <typename... Args>
+  explicit Checked(const Args&... args) {
+    this->meta(args...);
+  }
+
+  const at::Tensor& maybe_get_output(int64_t /*output_idx*/) override {
+    return result_;
+  }
+
+  void set_output_raw_strided(
+      int64_t /*output_idx*/,
+      at::IntArrayRef sizes,
+      at::IntArrayRef /*strides_hint*/,
+      at::TensorOptions options) override {
+    result_ = at::empty(sizes, options);
+  }
+
+  // The result the meta function described: allocated, contiguous, not yet written.
+  const at::Tensor& result() const {
+    return result_;
+  }
+
+ private:
+  at::Tensor result_;
+};
+
+// The device's own rule, which the CPU's kernels leave to the dispatcher: operands on one device.
+void check_same_device(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(
       a.device() == b.device(),
       "Expected all tensors to be on the same device, but found ",
       a.device(),
       " and ",
       b.device());
-  if (batched) {
-    TORCH_CHECK(
-        b.size(0) == a.size(0) && b.size(1) == a.size(2),
-        "Expected size for first two dimensions of batch2 tensor to be: [",
-        a.size(0),
-        ", ",
-        a.size(2),
-        "] but got: [",
-        b.size(0),
-        ", ",
-        b.size(1),
-        "].");
-  } else {
-    TORCH_CHECK(
-        a.size(1) == b.size(0),
-        "mat1 and mat2 shapes cannot be multiplied (",
-        a.size(0),
-        "x",
-        a.size(1),
-        " and ",
-        b.size(0),
-        "x",
-        b.size(1),
-        ")");
-  }
 }
 
 // The library reads plain memory: conjugate and negative views are materialised first.
@@ -75,33 +78,40 @@ at::Tensor resolved(const at::Tensor& t) {
   return t.resolve_conj().resolve_neg();
 }
 
-// Whether the device multiplies these operands: floating and complex dtypes with real factors.
-// The rest (integers, whose factors PyTorch checks differently) runs on the CPU fallback.
-bool on_device(const at::Tensor& a, const at::Scalar& beta, const at::Scalar& alpha) {
+// Whether the device multiplies these operands: one floating or complex dtype, real factors. The
+// rest (integers, mixed dtypes, which the CPU kernel refuses with its own checks) runs on the CPU
+// fallback.
+bool on_device(
+    const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias, const at::Scalar& beta, const at::Scalar& alpha) {
   const c10::ScalarType dtype = a.scalar_type();
-  return (at::isFloatingType(dtype) || at::isComplexType(dtype)) && op_dtype(dtype).has_value() && !beta.isComplex() &&
-      !alpha.isComplex();
+  const bool one_dtype = b.scalar_type() == dtype && (bias == nullptr || bias->scalar_type() == dtype);
+  return one_dtype && (at::isFloatingType(dtype) || at::isComplexType(dtype)) && op_dtype(dtype).has_value() &&
+      !beta.isComplex() && !alpha.isComplex();
 }
 
-// beta * bias + alpha * (a @ b) for (n, k) by (k, m) matrices or batches of them (bias: none when
-// not given or beta is 0); nullopt when the library does not multiply this dtype.
-std::optional<at::Tensor> product(
-    const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias, const at::Scalar& beta, const at::Scalar& alpha) {
+// result = beta * bias + alpha * (a @ b) for (n, k) by (k, m) matrices or batches of them (bias:
+// none when not given or beta is 0); false when the library does not multiply this dtype.
+bool product(
+    const at::Tensor& result,
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const at::Tensor* bias,
+    const at::Scalar& beta,
+    const at::Scalar& alpha) {
   const c10::DeviceGuard guard(a.device());
-  const std::vector<int64_t> sizes =
-      a.dim() == 3 ? std::vector<int64_t>{a.size(0), a.size(1), b.size(2)} : std::vector<int64_t>{a.size(0), b.size(1)};
   // A bias that does not broadcast raises here, as on the CPU, whatever beta is.
-  const std::optional<at::Tensor> expanded = bias != nullptr ? std::optional(bias->expand(sizes)) : std::nullopt;
+  const std::optional<at::Tensor> expanded =
+      bias != nullptr ? std::optional(bias->expand(result.sizes())) : std::nullopt;
   const bool add_bias = expanded.has_value() && !beta.equal(0);
-  at::Tensor result = at::empty(sizes, a.options());
   if (result.numel() == 0) {
-    return result;
+    return true;
   }
   if (add_bias) {
     result.copy_(*expanded);
   }
   if (a.size(-1) == 0) { // an empty sum, as PyTorch's CPU kernel computes it: no product at all
-    return add_bias ? result.mul_(beta) : result.zero_();
+    add_bias ? result.mul_(beta) : result.zero_();
+    return true;
   }
   const at::Tensor ra = resolved(a);
   const at::Tensor rb = resolved(b);
@@ -113,52 +123,35 @@ std::optional<at::Tensor> product(
   const fooStream_t stream = current_stream_on(a.get_device());
   const fooError_t error = fooOpGemm(&ta, &tb, &tc, factor, bias_factor, stream);
   if (error == fooErrorNotSupported) {
-    return std::nullopt;
+    return false;
   }
   FOO_OP_CHECK(error);
-  return result;
+  return true;
 }
 
-void check_bias(const at::Tensor& self, const at::Tensor& mat) {
-  TORCH_CHECK(
-      self.scalar_type() == mat.scalar_type(),
-      "self and mat2 must have the same dtype, but got ",
-      self.scalar_type(),
-      " and ",
-      mat.scalar_type());
-  TORCH_CHECK(
-      self.device() == mat.device(),
-      "Expected all tensors to be on the same device, but found ",
-      self.device(),
-      " and ",
-      mat.device());
-}
-
-// The product on the device when it multiplies these operands, else operator Op on the CPU
-// fallback with `args`, the operator's own arguments.
-template <typename Op, typename... Args>
+// The product on the device when it multiplies these operands, else operator Op on the CPU fallback
+// with `args`, the operator's own arguments, once Meta (Op's meta function) has checked them.
+template <typename Op, typename Meta, typename... Args>
 at::Tensor multiply(
-    bool batched,
     const at::Tensor& a,
     const at::Tensor& b,
     const at::Tensor* bias,
     const at::Scalar& beta,
     const at::Scalar& alpha,
     const Args&... args) {
-  check_operands(a, b, batched);
+  check_same_device(a, b);
   if (bias != nullptr) {
-    check_bias(*bias, b);
+    check_same_device(*bias, b);
   }
-  if (on_device(a, beta, alpha)) {
-    if (auto result = product(a, b, bias, beta, alpha)) {
-      return *result;
-    }
+  const Checked<Meta> checked(args...);
+  if (on_device(a, b, bias, beta, alpha) && product(checked.result(), a, b, bias, beta, alpha)) {
+    return checked.result();
   }
   return run_on_cpu<Op>(args...);
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  return multiply<at::_ops::mm>(false, self, mat2, nullptr, 0, 1, self, mat2);
+  return multiply<at::_ops::mm, at::meta::structured_mm>(self, mat2, nullptr, 0, 1, self, mat2);
 }
 
 at::Tensor addmm(
@@ -167,11 +160,12 @@ at::Tensor addmm(
     const at::Tensor& mat2,
     const at::Scalar& beta,
     const at::Scalar& alpha) {
-  return multiply<at::_ops::addmm>(false, mat1, mat2, &self, beta, alpha, self, mat1, mat2, beta, alpha);
+  return multiply<at::_ops::addmm, at::meta::structured_addmm>(
+      mat1, mat2, &self, beta, alpha, self, mat1, mat2, beta, alpha);
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  return multiply<at::_ops::bmm>(true, self, mat2, nullptr, 0, 1, self, mat2);
+  return multiply<at::_ops::bmm, at::meta::structured_bmm>(self, mat2, nullptr, 0, 1, self, mat2);
 }
 
 at::Tensor baddbmm(
@@ -180,7 +174,8 @@ at::Tensor baddbmm(
     const at::Tensor& batch2,
     const at::Scalar& beta,
     const at::Scalar& alpha) {
-  return multiply<at::_ops::baddbmm>(true, batch1, batch2, &self, beta, alpha, self, batch1, batch2, beta, alpha);
+  return multiply<at::_ops::baddbmm, at::meta::structured_baddbmm>(
+      batch1, batch2, &self, beta, alpha, self, batch1, batch2, beta, alpha);
 }
 
 } // namespace

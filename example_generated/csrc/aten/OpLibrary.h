@@ -29,21 +29,10 @@ namespace torch_foo {
 // those: float8, complex32, quantized and bit types).
 inline std::optional<fooDataType> op_dtype(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Bool: return fooBool;
-    case c10::ScalarType::Byte: return fooUInt8;
-    case c10::ScalarType::Char: return fooInt8;
-    case c10::ScalarType::Short: return fooInt16;
-    case c10::ScalarType::Int: return fooInt32;
-    case c10::ScalarType::Long: return fooInt64;
-    case c10::ScalarType::Half: return fooFloat16;
-    case c10::ScalarType::BFloat16: return fooBFloat16;
-    case c10::ScalarType::Float: return fooFloat32;
-    case c10::ScalarType::Double: return fooFloat64;
-    case c10::ScalarType::ComplexFloat: return fooComplex64;
-    case c10::ScalarType::ComplexDouble: return fooComplex128;
-    case c10::ScalarType::UInt16: return fooUInt16;
-    case c10::ScalarType::UInt32: return fooUInt32;
-    case c10::ScalarType::UInt64: return fooUInt64;
+#define FOO_OP_DTYPE(DTYPE, TYPE, SCALAR_TYPE) \
+  case c10::ScalarType::SCALAR_TYPE: return DTYPE;
+    FOO_OP_DTYPES(FOO_OP_DTYPE)
+#undef FOO_OP_DTYPE
     default: return std::nullopt;
   }
 }

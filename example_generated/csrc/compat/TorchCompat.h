@@ -4,7 +4,7 @@
 // "Private" here means headers under torch/csrc/ that are libtorch's or libtorch_python's internals
 // (not the C++ frontend, not a documented backend extension point), macros a header needs that the
 // wheel does not define, and symbols declared by hand because their header cannot be included. Each
-// one is named below with the public alternative that torch 2.13 lacks, and checked at
+// one is named below with the public alternative that the supported releases lack, and checked at
 // compile time where that is possible (an #error naming the touchpoint when torch moved it).
 //
 // Touchpoints (header: what for; the public alternative that does not exist yet):
@@ -28,6 +28,11 @@
 //    the argument checks of torch's add and sub, called rather than copied so that the device raises
 //    what the CPU raises under every torch release (2.14 made bool subtraction a NotImplementedError).
 //    Missing: public argument checks of the structured operators.
+//  - ATen/ops/{mm,addmm,bmm,baddbmm}_meta.h, for csrc/aten/Blas.cpp: at::meta::structured_<op>, the
+//    meta functions torch's CPU kernels of the matrix products run first (the argument checks, with
+//    their messages, and the result's shape and dtype), run by the device's kernels so that they
+//    raise what the CPU raises under every torch release (2.15 prefixed the messages with the
+//    operator's name). Missing: the same as above.
 //  - compat/Serialization.h, for csrc/core/BackendMeta.cpp: torch::jit::TensorBackendMetaRegistry
 //    (torch/csrc/jit/serialization/pickler_helper.h), the PrivateUse1-only hook that saves a tensor's
 //    backend metadata with torch.save. Missing: a public header for it.
@@ -46,7 +51,7 @@
 #pragma once
 
 // The torch releases these touchpoints were checked against (torch_foo._compat.CHECKED_WITH).
-#define FOO_TORCH_CHECKED_WITH "2.14.1, 2.13.0"
+#define FOO_TORCH_CHECKED_WITH "2.15.0, 2.14.1"
 
 // Stringizes its argument after macro expansion.
 #define FOO_STRINGIZE_(...) #__VA_ARGS__

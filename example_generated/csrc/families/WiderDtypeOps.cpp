@@ -47,7 +47,6 @@
 
 #include "../aten/Fallback.h"
 #include "../aten/OpLibrary.h"
-#include "../core/TorchVersion.h"
 #include "../kernels/histogram.h"
 
 namespace torch_foo {
@@ -123,16 +122,10 @@ bool half_precision(const at::Tensor& t) {
   return t.scalar_type() == c10::kHalf || t.scalar_type() == c10::kComplexHalf;
 }
 
-// Whether CUDA transforms this input in float and returns float's result: bfloat16 from torch 2.14
-// on (there is no complex bfloat16, so a transform of bfloat16 gives complex64 or float32, as for a
-// float input). Torch 2.13 refuses bfloat16 FFTs on every device, and so does the device there.
+// Whether CUDA transforms this input in float and returns float's result: bfloat16 (there is no
+// complex bfloat16, so a transform of bfloat16 gives complex64 or float32, as for a float input).
 bool bfloat16_as_float(const at::Tensor& t) {
-#if FOO_TORCH_AT_LEAST(2, 14)
   return t.scalar_type() == c10::kBFloat16;
-#else
-  (void)t;
-  return false;
-#endif
 }
 
 // The result dtype of a transform computed in float for a half-precision input.

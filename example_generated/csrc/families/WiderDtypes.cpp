@@ -26,8 +26,6 @@
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/ScalarType.h>
 
-#include "../core/TorchVersion.h"
-
 namespace torch_foo {
 namespace {
 
@@ -68,13 +66,11 @@ const std::unordered_map<std::string, std::vector<Widening>>& operator_widenings
         // (OpInfo lists half as CUDA-only for them); CUDA computes in float.
         {"aten::polygamma", half},
         {"aten::round", half},
-#if FOO_TORCH_AT_LEAST(2, 14)
-        // New in torch 2.14's CUDA: sampled_addmm of half and bfloat16 sparse matrices, and the
-        // transform under torch.stft of bfloat16 signals (in float; the complex result stays
-        // complex64, as there is no complex bfloat16).
+        // CUDA has sampled_addmm of half and bfloat16 sparse matrices, and transforms bfloat16
+        // signals under torch.stft in float (the complex result stays complex64, as there is no
+        // complex bfloat16).
         {"aten::sparse_sampled_addmm", half_and_bfloat16},
         {"aten::_fft_r2c", {Widening{ScalarType::BFloat16, ScalarType::Float}}},
-#endif
     };
   }();
   return *table;

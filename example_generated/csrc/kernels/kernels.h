@@ -47,6 +47,29 @@ typedef enum fooDataType {
   fooUInt64 = 14,
 } fooDataType;
 
+// The one table of the library's dtypes, for code that needs each of them (a switch, a type per
+// dtype): X(dtype, element, scalar_type), where `element` is the C++ type the library's kernels hold
+// an element in (`half` and `bfloat16` are the implementation's own 16-bit float types) and
+// `scalar_type` PyTorch's name for the dtype (an enumerator of c10::ScalarType, and of the stable
+// ABI's torch::headeronly::ScalarType), a token only the code that translates expands
+// (csrc/aten/OpLibrary.h, the custom operator, the emulated math library): this header names no PyTorch type.
+#define FOO_OP_DTYPES(X) \
+  X(fooBool, bool, Bool) \
+  X(fooUInt8, uint8_t, Byte) \
+  X(fooInt8, int8_t, Char) \
+  X(fooInt16, int16_t, Short) \
+  X(fooInt32, int32_t, Int) \
+  X(fooInt64, int64_t, Long) \
+  X(fooFloat16, half, Half) \
+  X(fooBFloat16, bfloat16, BFloat16) \
+  X(fooFloat32, float, Float) \
+  X(fooFloat64, double, Double) \
+  X(fooComplex64, std::complex<float>, ComplexFloat) \
+  X(fooComplex128, std::complex<double>, ComplexDouble) \
+  X(fooUInt16, uint16_t, UInt16) \
+  X(fooUInt32, uint32_t, UInt32) \
+  X(fooUInt64, uint64_t, UInt64)
+
 // The most iteration dimensions (after merging) and operands an elementwise kernel takes.
 #define FOO_OP_MAX_DIMS 16
 #define FOO_OP_MAX_OPERANDS 4

@@ -7,7 +7,11 @@
 // stream of the current device and record error messages. So every function here is called with
 // checked arguments (non-null out-pointers, valid device ordinals and enum values, non-zero sizes,
 // resolved streams) in a process that is initialised and not a bad fork child. Handles are the
-// driver's own: it validates them (fooErrorInvalidResourceHandle) and owns their lifetime.
+// driver's own and it owns their objects' lifetime. It validates every handle it is given without
+// reading memory through it: a handle that was destroyed (a second destroy, a use after destroy, a
+// handle kept while a new object took the old one's place), belongs to another kind, or was never
+// a handle is fooErrorInvalidResourceHandle, never a read of freed or foreign memory (runtime.h
+// states the rule; the emulated device keeps its handles in one table, emulated/handles.h).
 // Failures return a code; a driver with more to say calls fail() (internal.h) to attach its text.
 #pragma once
 

@@ -87,7 +87,10 @@ typedef enum fooMemoryType {
   fooMemoryTypeDevice = 2,
 } fooMemoryType;
 
-// Opaque handles. A NULL stream is the default stream of the current device.
+// Opaque handles. A NULL stream is the default stream of the current device. A handle names its
+// object until the object is destroyed (unloaded, for modules and their kernels); from then on
+// every call refuses it with fooErrorInvalidResourceHandle, a second destroy included, even after
+// new objects were made. So does a value that was never a handle of that kind.
 typedef struct fooStream_st* fooStream_t;
 typedef struct fooEvent_st* fooEvent_t;
 typedef struct fooModule_st* fooModule_t; // a loaded code object

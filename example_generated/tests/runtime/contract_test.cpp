@@ -514,6 +514,84 @@ void test_events() {
   OK(fooFree(slots));
 }
 
+// A handle names one object for that object's life: once it is destroyed, the handle is refused
+// (fooErrorInvalidResourceHandle) by every call, a second destroy included, and stays refused
+// after new objects were created, which a driver may place where the old one was. The driver checks
+// a handle without reading memory through it, so none of this reads freed memory (the sanitized
+// build checks that). A handle of one kind is no handle of another.
+void test_stale_handles() {
+  for (int round = 0; round < 2; ++round) { // create, destroy, create and destroy again
+    fooStream_t stream = nullptr;
+    fooEvent_t event = nullptr;
+    OK(fooStreamCreate(&stream));
+    OK(fooEventCreate(&event));
+    OK(fooEventRecord(event, stream));
+    OK(fooEventSynchronize(event));
+    OK(fooEventDestroy(event));
+    OK(fooStreamDestroy(stream));
+    EXPECT_CODE(fooStreamDestroy(stream), fooErrorInvalidResourceHandle);
+    EXPECT_CODE(fooEventDestroy(event), fooErrorInvalidResourceHandle);
+  }
+  // Stale handles among live objects: each call refuses the old handle and accepts the new one.
+  fooStream_t old_stream = nullptr;
+  fooEvent_t old_event = nullptr;
+  OK(fooStreamCreate(&old_stream));
+  OK(fooEventCreate(&old_event));
+  OK(fooEventDestroy(old_event));
+  OK(fooStreamDestroy(old_stream));
+  std::vector<fooStream_t> streams(4);
+  std::vector<fooEvent_t> events(4);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    OK(fooStreamCreate(&streams[i]));
+    OK(fooEventCreate(&events[i]));
+    EXPECT(streams[i] != old_stream && events[i] != old_event);
+  }
+  int device = -1;
+  int priority = 0;
+  EXPECT_CODE(fooStreamQuery(old_stream), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooStreamSynchronize(old_stream), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooStreamGetDevice(old_stream, &device), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooStreamGetPriority(old_stream, &priority), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(launch_sleep(0, old_stream), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooEventRecord(old_event, streams[0]), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooEventRecord(events[0], old_stream), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooEventQuery(old_event), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooStreamWaitEvent(streams[0], old_event, 0), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooStreamDestroy(old_stream), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooEventDestroy(old_event), fooErrorInvalidResourceHandle);
+  // A handle of another kind.
+  EXPECT_CODE(fooEventQuery(reinterpret_cast<fooEvent_t>(streams[0])), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooStreamQuery(reinterpret_cast<fooStream_t>(events[0])), fooErrorInvalidResourceHandle);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    OK(launch_sleep(0, streams[i]));
+    OK(fooEventRecord(events[i], streams[i]));
+    OK(fooStreamWaitEvent(streams[0], events[i], 0));
+    OK(fooStreamGetDevice(streams[i], &device));
+  }
+  OK(fooStreamSynchronize(streams[0]));
+  for (size_t i = 0; i < streams.size(); ++i) {
+    OK(fooEventDestroy(events[i]));
+    OK(fooStreamDestroy(streams[i]));
+  }
+  // Handles made and checked from several threads at once.
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        fooEvent_t e = nullptr;
+        const bool ok = fooEventCreate(&e) == fooSuccess && fooEventQuery(e) == fooSuccess &&
+            fooEventDestroy(e) == fooSuccess && fooEventQuery(e) == fooErrorInvalidResourceHandle;
+        wrong += ok ? 0 : 1;
+      }
+    });
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  EXPECT(wrong.load() == 0);
+}
+
 // Copies between devices, and streams of several devices used from several host threads.
 void test_devices_and_threads() {
   int count = 0;
@@ -609,6 +687,7 @@ int main() {
   test_streams();
   test_launches();
   test_events();
+  test_stale_handles();
   test_devices_and_threads();
   test_peer_access_and_foreign_handles();
   test_monitoring();

@@ -229,6 +229,24 @@ void test_module(const char* path) {
   const fooError_t stale = fooLaunchKernel(add_one, kOne, kOne, &params, sizeof(params), 0, nullptr);
   EXPECT(stale == fooErrorInvalidResourceHandle);
   EXPECT_CODE(fooModuleUnload(module), fooErrorInvalidResourceHandle);
+  // Loaded again: new handles, which work, while the old ones stay refused (runtime.h, handles).
+  fooModule_t again = nullptr;
+  OK(fooModuleLoad(&again, path));
+  fooFunction_t add_one_again = nullptr;
+  OK(fooModuleGetFunction(&add_one_again, again, "add_one"));
+  EXPECT(again != module && add_one_again != add_one);
+  EXPECT_CODE(fooModuleGetFunction(&add_one, module, "add_one"), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooFuncGetName(&name, add_one), fooErrorInvalidResourceHandle);
+  const fooError_t stale_again = fooLaunchKernel(add_one, kOne, kOne, &params, sizeof(params), 0, nullptr);
+  EXPECT(stale_again == fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooModuleUnload(module), fooErrorInvalidResourceHandle);
+  OK(fooLaunchKernel(add_one_again, fooDim3{4, 1, 1}, kOne, &params, sizeof(params), 0, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  OK(fooMemcpy(host.data(), device, n * sizeof(int), fooMemcpyDeviceToHost));
+  EXPECT(host[0] == 43 && host[n - 1] == 43);
+  OK(fooModuleUnload(again));
+  EXPECT_CODE(fooModuleUnload(again), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooFuncGetName(&name, add_one_again), fooErrorInvalidResourceHandle);
   OK(fooFree(device));
 }
 

@@ -287,10 +287,60 @@ void test_conflicting_calls() {
   OK(fooStreamDestroy(s));
 }
 
+// Graph handles follow the rule of every handle (runtime.h): a destroyed graph or executable graph is
+// refused by every call, a second destroy included, also after new graphs were made.
+void test_stale_graph_handles() {
+  fooStream_t s = nullptr;
+  OK(fooStreamCreate(&s));
+  int calls = 0;
+  const auto capture = [&] {
+    fooGraph_t graph = nullptr;
+    OK(fooStreamBeginCapture(s, fooStreamCaptureModeGlobal));
+    OK(fooLaunchHostFunc(s, &count_call, &calls));
+    OK(fooStreamEndCapture(s, &graph));
+    return graph;
+  };
+  fooGraph_t old_graph = nullptr;
+  fooGraphExec_t old_exec = nullptr;
+  for (int round = 0; round < 2; ++round) { // create, destroy, create and destroy again
+    old_graph = capture();
+    OK(fooGraphInstantiate(&old_exec, old_graph));
+    OK(fooGraphDestroy(old_graph));
+    OK(fooGraphExecDestroy(old_exec));
+    EXPECT_CODE(fooGraphDestroy(old_graph), fooErrorInvalidResourceHandle);
+    EXPECT_CODE(fooGraphExecDestroy(old_exec), fooErrorInvalidResourceHandle);
+  }
+  fooGraph_t graph = capture();
+  fooGraphExec_t exec = nullptr;
+  OK(fooGraphInstantiate(&exec, graph));
+  EXPECT(graph != old_graph && exec != old_exec);
+  size_t nodes = 0;
+  EXPECT_CODE(fooGraphGetNodeCount(old_graph, &nodes), fooErrorInvalidResourceHandle);
+  fooGraphExec_t none = nullptr;
+  EXPECT_CODE(fooGraphInstantiate(&none, old_graph), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooGraphLaunch(old_exec, s), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooGraphDestroy(old_graph), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooGraphExecDestroy(old_exec), fooErrorInvalidResourceHandle);
+  // A graph is no executable graph, nor the other way round.
+  const auto graph_as_exec = reinterpret_cast<fooGraphExec_t>(graph);
+  const auto exec_as_graph = reinterpret_cast<fooGraph_t>(exec);
+  EXPECT_CODE(fooGraphLaunch(graph_as_exec, s), fooErrorInvalidResourceHandle);
+  EXPECT_CODE(fooGraphGetNodeCount(exec_as_graph, &nodes), fooErrorInvalidResourceHandle);
+  OK(fooGraphGetNodeCount(graph, &nodes));
+  EXPECT(nodes == 1);
+  OK(fooGraphLaunch(exec, s));
+  OK(fooStreamSynchronize(s));
+  EXPECT(calls == 1); // only the live executable graph ran
+  OK(fooGraphDestroy(graph));
+  OK(fooGraphExecDestroy(exec));
+  OK(fooStreamDestroy(s));
+}
+
 } // namespace
 
 void test_graphs() {
   test_capture_and_replay();
+  test_stale_graph_handles();
   test_captured_parameters_and_copies();
   test_streams_join_a_capture();
   test_conflicting_calls();

@@ -8,10 +8,12 @@ Inductor looks up three things by device type, all registered by ``register()``:
   (wrapper.py; the C++ and FX wrappers raise a clear error);
 - device op overrides, the device calls written into wrappers (wrapper.py).
 
-At run time, generated code compiles and launches its kernels through kernels.py. torch 2.13 can
-also find a backend through attributes of the device module, but that path needs four attributes,
-ignores a missing one silently, never registers op overrides and is cached on first use: this
-registers explicitly, before Inductor first looks (compiler.py).
+At run time, generated code compiles and launches its kernels through kernels.py. ``register()``
+runs before Inductor first compiles for the device (compiler.py): from torch 2.15 on, Inductor calls
+it through the device module's ``_inductor_backend_init()``; under 2.14, right after Inductor's entry
+point loads. (Inductor's other lookup, through Scheduling and wrapper attributes of the device
+module, needs all of them, registers no op overrides, and leaves the scheduler replacement below
+undone.)
 """
 
 from .. import _compat

@@ -138,29 +138,28 @@ inline fooError_t not_supported(const char* what) {
 
 // ---- dtype dispatch -----------------------------------------------------------------------------
 
+// TypeOf<D>::type: the element type of dtype D; data_type_of<T>(): the dtype of element type T.
 template <fooDataType D>
 struct TypeOf;
-#define FOO_TYPE_OF(DTYPE, TYPE) \
+#define FOO_TYPE_OF(DTYPE, TYPE, SCALAR_TYPE) \
   template <> \
   struct TypeOf<DTYPE> { \
     using type = TYPE; \
   };
-FOO_TYPE_OF(fooBool, bool)
-FOO_TYPE_OF(fooUInt8, uint8_t)
-FOO_TYPE_OF(fooInt8, int8_t)
-FOO_TYPE_OF(fooInt16, int16_t)
-FOO_TYPE_OF(fooInt32, int32_t)
-FOO_TYPE_OF(fooInt64, int64_t)
-FOO_TYPE_OF(fooFloat16, half)
-FOO_TYPE_OF(fooBFloat16, bfloat16)
-FOO_TYPE_OF(fooFloat32, float)
-FOO_TYPE_OF(fooFloat64, double)
-FOO_TYPE_OF(fooComplex64, std::complex<float>)
-FOO_TYPE_OF(fooComplex128, std::complex<double>)
-FOO_TYPE_OF(fooUInt16, uint16_t)
-FOO_TYPE_OF(fooUInt32, uint32_t)
-FOO_TYPE_OF(fooUInt64, uint64_t)
+FOO_OP_DTYPES(FOO_TYPE_OF)
 #undef FOO_TYPE_OF
+
+template <typename T>
+constexpr fooDataType data_type_of() {
+#define FOO_IF_TYPE(DTYPE, TYPE, SCALAR_TYPE) \
+  if constexpr (std::is_same_v<T, TYPE>) { \
+    return DTYPE; \
+  } else
+  FOO_OP_DTYPES(FOO_IF_TYPE) {
+    static_assert(!std::is_same_v<T, T>, "not an element type of the library");
+  }
+#undef FOO_IF_TYPE
+}
 
 // Calls f(T{}) with the element type of `dtype`; returns fooErrorNotSupported for others.
 // Families: all 15 types, the floating ones (16-bit included), or those plus the integral ones.
@@ -179,21 +178,10 @@ fooError_t dispatch(fooDataType dtype, const F& f) {
     }
   };
   switch (dtype) {
-    case fooBool: return call(bool{});
-    case fooUInt8: return call(uint8_t{});
-    case fooInt8: return call(int8_t{});
-    case fooInt16: return call(int16_t{});
-    case fooInt32: return call(int32_t{});
-    case fooInt64: return call(int64_t{});
-    case fooFloat16: return call(half{});
-    case fooBFloat16: return call(bfloat16{});
-    case fooFloat32: return call(float{});
-    case fooFloat64: return call(double{});
-    case fooComplex64: return call(std::complex<float>{});
-    case fooComplex128: return call(std::complex<double>{});
-    case fooUInt16: return call(uint16_t{});
-    case fooUInt32: return call(uint32_t{});
-    case fooUInt64: return call(uint64_t{});
+#define FOO_CALL(DTYPE, TYPE, SCALAR_TYPE) \
+  case DTYPE: return call(TYPE{});
+    FOO_OP_DTYPES(FOO_CALL)
+#undef FOO_CALL
   }
   return fail(fooErrorInvalidValue, "%d is not a fooDataType", static_cast<int>(dtype));
 }

@@ -30,18 +30,19 @@ namespace torch_foo::kernels {
 namespace {
 
 std::optional<c10::ScalarType> scalar_type(fooDataType dtype) {
+  c10::ScalarType t = c10::ScalarType::Undefined;
   switch (dtype) {
-    case fooFloat16: return c10::ScalarType::Half;
-    case fooBFloat16: return c10::ScalarType::BFloat16;
-    case fooFloat32: return c10::ScalarType::Float;
-    case fooFloat64: return c10::ScalarType::Double;
-    case fooComplex64: return c10::ScalarType::ComplexFloat;
-    case fooComplex128: return c10::ScalarType::ComplexDouble;
-    // int64 as PyTorch's CPU kernels compute it (its convolutions and products accept it; CUDA's do
-    // not); the narrower integers and bool are not this library's.
-    case fooInt64: return c10::ScalarType::Long;
-    default: return std::nullopt;
+#define FOO_SCALAR_TYPE(DTYPE, TYPE, SCALAR_TYPE) \
+  case DTYPE: t = c10::ScalarType::SCALAR_TYPE; break;
+    FOO_OP_DTYPES(FOO_SCALAR_TYPE)
+#undef FOO_SCALAR_TYPE
   }
+  // The floating and complex dtypes, and int64 as PyTorch's CPU kernels compute it (its convolutions
+  // and products accept it; CUDA's do not); the narrower integers and bool are not this library's.
+  if (c10::isFloatingType(t) || c10::isComplexType(t) || t == c10::ScalarType::Long) {
+    return t;
+  }
+  return std::nullopt;
 }
 
 bool supported(const fooTensor* t) {

@@ -127,26 +127,13 @@ __attribute__((target("avx2,fma"))) void contiguous_run_fma(const Op& op, char**
 }
 #endif
 
-template <typename T>
-constexpr fooDataType data_type() {
-  if constexpr (std::is_same_v<T, half>) {
-    return fooFloat16;
-  } else if constexpr (std::is_same_v<T, bfloat16>) {
-    return fooBFloat16;
-  } else if constexpr (std::is_same_v<T, float>) {
-    return fooFloat32;
-  } else {
-    return fooFloat64;
-  }
-}
-
 template <typename T, typename Op>
 struct PointwiseLoop {
   Op op;
   void run(const fooEmuKernelContext* ctx, char** data, const int64_t* strides, int64_t n, int64_t) const {
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<Op, Sqrt<M>>) {
-      host_sqrt(ctx, data_type<T>(), data[0], strides[0], data[1], strides[1], n); // the CPU's roots
+      host_sqrt(ctx, data_type_of<T>(), data[0], strides[0], data[1], strides[1], n); // the CPU's roots
     } else {
       constexpr int kOperands = Op::kInputs + 1;
       bool contiguous = true;

@@ -202,6 +202,8 @@ constexpr size_t kSharedMemPerBlock = size_t{48} << 10;
 bool run_kernel(const Task& task, std::string* message);
 // Frees what a kernel task owns.
 void discard_params(Task& task);
+// The name a kernel was created or looked up with.
+const char* kernel_name(const Function* function);
 
 // ---- fault injection (faults.cpp) ---------------------------------------------------------------
 

@@ -3,16 +3,10 @@
 // time when it reaches the record; an event without timing costs no task at all.
 #include "../internal.h"
 #include "emulated.h"
+#include "handles.h"
 
 namespace torch_foo::emulated {
-namespace {
-
-constexpr uint32_t kEventMagic = 0x45564e54;
-
-} // namespace
-
 struct Event {
-  uint32_t magic = kEventMagic;
   int device = 0;
   bool timing = true;
   std::atomic<int> refs{1};
@@ -29,8 +23,7 @@ struct Event {
 namespace {
 
 Event* event_from_handle(fooEvent_t handle) {
-  auto* e = reinterpret_cast<Event*>(handle);
-  return e != nullptr && e->magic == kEventMagic ? e : nullptr;
+  return find_handle<Event>(HandleKind::Event, handle);
 }
 
 fooError_t unknown_event(fooEvent_t handle) {
@@ -69,7 +62,7 @@ fooError_t event_create(int device, bool timing, fooEvent_t* event) {
   auto* e = new Event();
   e->device = device;
   e->timing = timing;
-  *event = reinterpret_cast<fooEvent_t>(e);
+  *event = add_handle<fooEvent_t>(HandleKind::Event, e);
   return fooSuccess;
 }
 
@@ -210,11 +203,10 @@ fooError_t event_elapsed_time(float* ms, fooEvent_t start, fooEvent_t end) {
 }
 
 fooError_t event_destroy(fooEvent_t event) {
-  Event* e = event_from_handle(event);
+  Event* e = remove_handle<Event>(HandleKind::Event, event);
   if (e == nullptr) {
     return unknown_event(event);
   }
-  e->magic = 0;
   release(e); // a pending record holds its own reference
   return fooSuccess;
 }

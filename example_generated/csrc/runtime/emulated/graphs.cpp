@@ -21,12 +21,10 @@
 
 #include "../internal.h"
 #include "emulated.h"
+#include "handles.h"
 
 namespace torch_foo::emulated {
 namespace {
-
-constexpr uint32_t kGraphMagic = 0x47525048;
-constexpr uint32_t kGraphExecMagic = 0x47455843;
 
 struct NodeInfo {
   uint32_t stream = 0; // the trace id of the stream it was submitted to
@@ -65,14 +63,12 @@ struct Capture {
 };
 
 struct Graph {
-  uint32_t magic = kGraphMagic;
   int device = 0;
   std::vector<Task> nodes;
   std::vector<NodeInfo> info;
 };
 
 struct GraphExec {
-  uint32_t magic = kGraphExecMagic;
   int device = 0;
   std::atomic<int> refs{1};
   std::vector<Task> nodes;
@@ -152,8 +148,7 @@ std::string node_label(const Task& task) {
   char text[128];
   switch (task.kind) {
     case Task::Kind::Kernel: {
-      const char* name = "kernel";
-      (void)driver::function_name(reinterpret_cast<fooFunction_t>(task.function), &name);
+      const char* name = kernel_name(task.function);
       std::snprintf(text, sizeof(text), "%s <<<%u,%u>>>", name, task.grid.x * task.grid.y * task.grid.z, task.block.x);
       return text;
     }
@@ -182,13 +177,11 @@ Task copy_node(const Task& task) {
 }
 
 Graph* graph_from_handle(fooGraph_t handle) {
-  auto* g = reinterpret_cast<Graph*>(handle);
-  return g != nullptr && g->magic == kGraphMagic ? g : nullptr;
+  return find_handle<Graph>(HandleKind::Graph, handle);
 }
 
 GraphExec* exec_from_handle(fooGraphExec_t handle) {
-  auto* e = reinterpret_cast<GraphExec*>(handle);
-  return e != nullptr && e->magic == kGraphExecMagic ? e : nullptr;
+  return find_handle<GraphExec>(HandleKind::GraphExec, handle);
 }
 
 fooError_t unknown_graph(const void* handle) {
@@ -402,7 +395,7 @@ fooError_t stream_end_capture(fooStream_t handle, fooGraph_t* graph) {
   g->device = c->device;
   g->nodes = std::move(c->nodes);
   g->info = std::move(c->info);
-  *graph = reinterpret_cast<fooGraph_t>(g);
+  *graph = add_handle<fooGraph_t>(HandleKind::Graph, g);
   return fooSuccess;
 }
 
@@ -464,7 +457,7 @@ fooError_t graph_instantiate(fooGraph_t handle, fooGraphExec_t* exec) {
   for (const Task& task : g->nodes) {
     e->nodes.push_back(copy_node(task));
   }
-  *exec = reinterpret_cast<fooGraphExec_t>(e);
+  *exec = add_handle<fooGraphExec_t>(HandleKind::GraphExec, e);
   return fooSuccess;
 }
 
@@ -498,13 +491,11 @@ fooError_t graph_launch(fooGraphExec_t handle, fooStream_t stream) {
 fooError_t graph_destroy(fooGraph_t handle) {
   std::unique_ptr<Graph> g;
   {
-    std::lock_guard<std::mutex> lock(graph_mutex());
-    Graph* found = graph_from_handle(handle);
-    if (found == nullptr) {
+    std::lock_guard<std::mutex> lock(graph_mutex()); // no other graph call still reads it
+    g.reset(remove_handle<Graph>(HandleKind::Graph, handle));
+    if (g == nullptr) {
       return unknown_graph(handle);
     }
-    found->magic = 0;
-    g.reset(found);
   }
   discard_nodes(g->nodes);
   return fooSuccess;
@@ -514,11 +505,10 @@ fooError_t graph_exec_destroy(fooGraphExec_t handle) {
   GraphExec* e = nullptr;
   {
     std::lock_guard<std::mutex> lock(graph_mutex());
-    e = exec_from_handle(handle);
+    e = remove_handle<GraphExec>(HandleKind::GraphExec, handle);
     if (e == nullptr) {
       return unknown_graph(handle);
     }
-    e->magic = 0;
   }
   release(e); // pending launches hold their own references
   return fooSuccess;

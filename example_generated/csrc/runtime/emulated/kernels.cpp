@@ -21,17 +21,11 @@
 
 #include "../internal.h"
 #include "emulated.h"
+#include "handles.h"
 
 namespace torch_foo::emulated {
-namespace {
-
-constexpr uint32_t kFunctionMagic = 0x46554e43;
-constexpr uint32_t kModuleMagic = 0x4d4f444c;
-
-} // namespace
-
 struct Function {
-  uint32_t magic = kFunctionMagic;
+  fooFunction_t handle = nullptr; // what the runtime's users name it by (handles.h)
   std::string name;
   fooEmuKernel kernel = nullptr;
 };
@@ -39,20 +33,17 @@ struct Function {
 namespace {
 
 struct Module {
-  uint32_t magic = kModuleMagic;
   void* library = nullptr;
   std::mutex mutex; // guards functions
   std::map<std::string, Function*> functions;
 };
 
 Function* function_from_handle(fooFunction_t handle) {
-  auto* f = reinterpret_cast<Function*>(handle);
-  return f != nullptr && f->magic == kFunctionMagic ? f : nullptr;
+  return find_handle<Function>(HandleKind::Function, handle);
 }
 
 Module* module_from_handle(fooModule_t handle) {
-  auto* m = reinterpret_cast<Module*>(handle);
-  return m != nullptr && m->magic == kModuleMagic ? m : nullptr;
+  return find_handle<Module>(HandleKind::Module, handle);
 }
 
 // The launch a block belongs to, for fail(): set on each thread that runs blocks.
@@ -139,6 +130,10 @@ bool run_kernel(const Task& task, std::string* message) {
   return true;
 }
 
+const char* kernel_name(const Function* function) {
+  return function->name.c_str();
+}
+
 void discard_params(Task& task) {
   if (task.params_heap != nullptr) {
     ::operator delete[](task.params_heap, std::align_val_t{16});
@@ -156,8 +151,8 @@ namespace {
 
 // Every module loaded, with its kernels' handles, as a device's context owns its modules: one the
 // program never unloads is still the runtime's at exit, not lost (LeakSanitizer checks that at
-// exit), and an unloaded one stays allocated, so that a stale handle is detected by its magic
-// instead of read after a free. Never destroyed: static destruction runs before that check.
+// exit). An unloaded one stays allocated, though its handles name nothing any more: a graph recorded
+// before the unload still points at its kernels. Never destroyed: static destruction runs before that check.
 void keep(Module* m) {
   static std::mutex mutex;
   static auto* modules = new std::vector<Module*>();
@@ -176,7 +171,7 @@ fooError_t module_load(const char* path, fooModule_t* module) {
   auto* m = new Module();
   m->library = library;
   keep(m);
-  *module = reinterpret_cast<fooModule_t>(m);
+  *module = add_handle<fooModule_t>(HandleKind::Module, m);
   return fooSuccess;
 }
 
@@ -195,9 +190,10 @@ fooError_t module_get_function(fooModule_t module, const char* name, fooFunction
     auto* f = new Function();
     f->name = name;
     f->kernel = reinterpret_cast<fooEmuKernel>(symbol);
+    f->handle = add_handle<fooFunction_t>(HandleKind::Function, f);
     it = m->functions.emplace(name, f).first;
   }
-  *function = reinterpret_cast<fooFunction_t>(it->second);
+  *function = it->second->handle;
   return fooSuccess;
 }
 
@@ -210,11 +206,13 @@ fooError_t module_unload(fooModule_t module) {
     return runtime::fail(fooErrorNotPermitted, "a module cannot be unloaded by work running on a stream");
   }
   wait_all_devices(); // queued launches may still run its kernels
-  m->magic = 0;
+  if (remove_handle<Module>(HandleKind::Module, module) == nullptr) {
+    return runtime::fail(fooErrorInvalidResourceHandle, "unknown module %p", static_cast<void*>(module));
+  }
   {
     std::lock_guard<std::mutex> lock(m->mutex);
     for (auto& entry : m->functions) {
-      entry.second->magic = 0; // handles stay allocated, so a stale one is detected, not dereferenced
+      remove_handle<Function>(HandleKind::Function, entry.second->handle);
     }
   }
   dlclose(m->library);
@@ -296,6 +294,7 @@ extern "C" fooError_t fooEmuFunctionCreate(fooFunction_t* f, const char* name, f
   auto* function = new emulated::Function();
   function->name = name;
   function->kernel = entry;
-  *f = reinterpret_cast<fooFunction_t>(function);
+  function->handle = emulated::add_handle<fooFunction_t>(emulated::HandleKind::Function, function);
+  *f = function->handle;
   return runtime::result(fooSuccess);
 }

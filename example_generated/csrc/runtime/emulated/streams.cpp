@@ -26,12 +26,12 @@
 
 #include "../internal.h"
 #include "emulated.h"
+#include "handles.h"
 
 namespace torch_foo::emulated {
 namespace {
 
 constexpr uint64_t kQueueCapacity = 1024; // tasks a stream holds before launches wait
-constexpr uint32_t kStreamMagic = 0x5354524d;
 // How long a waiting thread spins before it sleeps: a stream worker after its last task, a host
 // thread in a synchronising call.
 constexpr std::chrono::microseconds kWorkerSpin{100};
@@ -71,7 +71,7 @@ bool spin_until(const Done& done, std::chrono::microseconds budget) {
 } // namespace
 
 struct Stream {
-  uint32_t magic = kStreamMagic;
+  fooStream_t handle = nullptr; // what the runtime's users name it by (handles.h)
   uint32_t id = 0; // [tracing] unique in the process
   int device = 0;
   int priority = 0;
@@ -203,6 +203,7 @@ Stream* create_stream(int device, int priority, bool is_default) {
   s->device = device;
   s->priority = priority;
   s->is_default = is_default;
+  s->handle = add_handle<fooStream_t>(HandleKind::Stream, s);
   retain(s); // one reference for the worker, one for the owner
   device_streams(device).streams.push_back(s);
   std::thread(&worker_main, s).detach();
@@ -289,8 +290,7 @@ WorkerScope::~WorkerScope() {
 }
 
 Stream* stream_from_handle(fooStream_t handle) {
-  auto* s = reinterpret_cast<Stream*>(handle);
-  return s != nullptr && s->magic == kStreamMagic ? s : nullptr;
+  return find_handle<Stream>(HandleKind::Stream, handle);
 }
 
 int stream_device_of(const Stream* stream) {
@@ -414,14 +414,14 @@ fooStream_t default_stream(int device) {
       d.default_stream.store(s, std::memory_order_release);
     }
   }
-  return reinterpret_cast<fooStream_t>(s);
+  return s->handle;
 }
 
 fooError_t stream_create(int device, int priority, fooStream_t* stream) {
   priority = std::clamp(priority, kGreatestPriority, kLeastPriority); // as CUDA does
   DeviceStreams& d = device_streams(device);
   std::lock_guard<std::mutex> lock(d.mutex);
-  *stream = reinterpret_cast<fooStream_t>(create_stream(device, priority, false));
+  *stream = create_stream(device, priority, false)->handle;
   return fooSuccess;
 }
 
@@ -436,9 +436,11 @@ fooError_t stream_destroy(fooStream_t handle) {
   if (const auto conflict = stream_capture_conflict(s, "destroying a capturing stream"); conflict != fooSuccess) {
     return conflict;
   }
+  if (remove_handle<Stream>(HandleKind::Stream, handle) == nullptr) {
+    return unknown_stream(handle); // another thread destroyed it meanwhile
+  }
   {
     std::lock_guard<std::mutex> lock(s->mutex);
-    s->magic = 0;
     s->stopping = true;
   }
   s->work_ready.notify_one();
@@ -485,20 +487,13 @@ fooError_t stream_priority(fooStream_t handle, int* priority) {
   return fooSuccess;
 }
 
-// Looks the handle up among the live streams rather than reading through it: handles from outside
-// the runtime's users (torch.foo.get_stream_from_external) may be any value.
 fooError_t stream_device(fooStream_t handle, int* device) {
-  for (int d = 0; d < device_count(); ++d) {
-    DeviceStreams& streams = device_streams(d);
-    std::lock_guard<std::mutex> lock(streams.mutex);
-    for (const Stream* s : streams.streams) {
-      if (reinterpret_cast<fooStream_t>(const_cast<Stream*>(s)) == handle) {
-        *device = s->device;
-        return fooSuccess;
-      }
-    }
+  const Stream* s = stream_from_handle(handle);
+  if (s == nullptr) {
+    return unknown_stream(handle);
   }
-  return unknown_stream(handle);
+  *device = s->device;
+  return fooSuccess;
 }
 
 fooError_t device_synchronize(int device) {
