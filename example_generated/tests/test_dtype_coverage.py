@@ -42,6 +42,11 @@ WIDER = {
     torch.int64: torch.float64,
     torch.float32: torch.float32,
     torch.float64: torch.float64,
+    # float8 (CUDA scatters them from torch 2.15): float32 holds every value of each.
+    torch.float8_e4m3fn: torch.float32,
+    torch.float8_e4m3fnuz: torch.float32,
+    torch.float8_e5m2: torch.float32,
+    torch.float8_e5m2fnuz: torch.float32,
     torch.complex64: torch.complex64,
     torch.complex128: torch.complex128,
 }
@@ -157,6 +162,13 @@ class WidenEachOperator(TorchDispatchMode):
         self.narrow = narrow
         self.wide = WIDER[narrow]
 
+    def keeps_narrow(self, dtype) -> bool:
+        """Whether an argument of `dtype` leaves the call's result type the narrow dtype."""
+        try:
+            return torch.promote_types(dtype, self.narrow) == self.narrow
+        except RuntimeError:  # float8 promotes with no other dtype: an integer is an index (scatter's)
+            return not (dtype.is_floating_point or dtype.is_complex)
+
     def applies(self, func, args, kwargs) -> bool:
         leaves = pytree.tree_leaves((args, kwargs))
         tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
@@ -165,7 +177,7 @@ class WidenEachOperator(TorchDispatchMode):
             not func.is_view
             and any(t.dtype == self.narrow for t in tensors) | (self.narrow in requested)
             # zero-dimensional tensors do not outrank tensors of the same category in type promotion
-            and all(torch.promote_types(t.dtype, self.narrow) == self.narrow for t in tensors if t.dim() > 0)
+            and all(self.keeps_narrow(t.dtype) for t in tensors if t.dim() > 0)
             and all(d == self.narrow for d in requested)
         )
 

@@ -48,6 +48,13 @@ const std::unordered_map<std::string, std::vector<Widening>>& operator_widenings
         {ScalarType::BFloat16, ScalarType::Float},
     };
     const std::vector<Widening> half = {Widening{ScalarType::Half, ScalarType::Float}};
+    // float holds every value of each float8 format exactly.
+    const std::vector<Widening> float8 = {
+        {ScalarType::Float8_e4m3fn, ScalarType::Float},
+        {ScalarType::Float8_e4m3fnuz, ScalarType::Float},
+        {ScalarType::Float8_e5m2, ScalarType::Float},
+        {ScalarType::Float8_e5m2fnuz, ScalarType::Float},
+    };
     // abs of a bool is the identity and trace sums it to int64; uint8 holds both values.
     const std::vector<Widening> bool_as_byte = {Widening{ScalarType::Bool, ScalarType::Byte}};
     return new std::unordered_map<std::string, std::vector<Widening>>{
@@ -71,6 +78,9 @@ const std::unordered_map<std::string, std::vector<Widening>>& operator_widenings
         // complex bfloat16).
         {"aten::sparse_sampled_addmm", half_and_bfloat16},
         {"aten::_fft_r2c", {Widening{ScalarType::BFloat16, ScalarType::Float}}},
+        // CUDA scatters float8 tensors (torch 2.15): the values move, none is computed, so the
+        // round trip through float is exact.
+        {"aten::scatter", float8},
     };
   }();
   return *table;
@@ -108,6 +118,15 @@ void for_each_device_tensor(const c10::IValue& value, const F& f) {
       }
     }
   }
+}
+
+// Whether an argument of `dtype` leaves a call whose narrow dtype is `narrow` with that result type.
+// float8 promotes with no other dtype: beside it, an integer tensor is an index (scatter's).
+bool keeps_narrow(ScalarType dtype, ScalarType narrow) {
+  if (c10::isFloat8Type(narrow)) {
+    return dtype == narrow || !(c10::isFloatingType(dtype) || c10::isComplexType(dtype));
+  }
+  return c10::promoteTypes(dtype, narrow) == narrow;
 }
 
 // The widening that applies to this call: the first of the operator's (then every operator's)
@@ -148,7 +167,7 @@ std::optional<Widening> choose(const c10::OperatorHandle& op, c10::ArrayRef<c10:
     return std::nullopt;
   }
   for (const ScalarType dtype : present) {
-    if (c10::promoteTypes(dtype, chosen->from) != chosen->from) {
+    if (!keeps_narrow(dtype, chosen->from)) {
       return std::nullopt;
     }
   }
