@@ -157,7 +157,8 @@ def line_counts(project: Path) -> dict[str, int]:
 
 def count_render(label: str, where: Path) -> dict[str, int]:
     """Renders the working tree with the answers of COUNTED_RENDERS[label] into `where` and counts it."""
-    sys.path.insert(0, str(ROOT / "scripts"))
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
     import project
 
     return line_counts(project.render(where, {"backend_name": COUNT_NAME, **COUNTED_RENDERS[label]}))
