@@ -97,6 +97,7 @@ def test_variant_renders_what_it_promises(render, label):
         root / "csrc/core/MemoryHistory.h",
         root / "csrc/runtime/api_monitoring.cpp",
         root / "csrc/runtime/emulated/monitoring.cpp",
+        root / "tests/runtime/monitoring_contract.cpp",
         root / "torch_foo/monitoring.py",
         root / "tests/test_memory_debugging.py",
     ]
@@ -108,9 +109,16 @@ def test_variant_renders_what_it_promises(render, label):
     assert ('"utilization": (PROFILER_OFF' in package["_cuda_parity"]) != want["profiler"], "listed as absent when off"
     if not want["profiler"]:
         hooks = ("MemoryHistory", "memory_history::", "memory_segments", "GatheredContext", "CapturedTraceback")
-        monitoring = ("DeviceGetMetric", "DeviceMetric", "DeviceGetProcesses", "activity_begin", "monitoring.py")
+        # The driver keeps the monitoring calls' types and its seam (driver.h) whatever the features;
+        # the API, its implementation and the hook that measures busy time go.
+        monitoring = ("DeviceGetMetric", "DeviceGetProcesses", "record_activity", "monitoring.cpp", "monitoring.py")
         for gone in (*hooks, *monitoring, "test_memory_debugging"):
             assert not files_mentioning(root, gone), gone
+    # driver.h is one seam, the same whatever the features: a port implements it once.
+    driver = (root / "csrc/runtime/driver.h").read_text()
+    for call in ("device_metric(", "device_processes(", "stream_begin_capture(", "graph_launch(", "timestamp("):
+        assert call in driver, call
+    assert (root / "csrc/runtime/emulated/capture.cpp").exists()
     # Peer access is not a debugging tool: every project has it, beside the other device queries.
     assert "DeviceCanAccessPeer(int* canAccessPeer" in (root / "csrc/runtime/api_device.cpp").read_text()
     assert "bool can_access_peer(" in (root / "csrc/runtime/emulated/devices.cpp").read_text()
@@ -182,7 +190,9 @@ def test_variant_renders_what_it_promises(render, label):
         # The CUDA parity table and its test name the graph API to say that it is absent.
         parity = {"torch_foo/_cuda_parity.py", "tests/test_cuda_parity.py"}
         graph_words = ("Graph.h", "graphs_contract", "bench_graphs", "FooGraph", "from .graphs", "graph_pool_handle")
-        capture_words = ("StreamBeginCapture", "GraphLaunch", "capture_check", "ErrorStreamCapture", "Kind::Graph")
+        # Stream capture is part of the driver whatever the features (csrc/runtime/emulated/capture.cpp);
+        # the graph API and objects go.
+        capture_words = ("StreamBeginCapture", "GraphLaunch", "GraphDebugDotPrint", "graphs.cpp", "struct Graph ")
         pool_words = ("PrivatePool", "begin_allocate_to_pool", "new_pool_id", "is_current_stream_capturing")
         for gone in (*graph_words, *capture_words, *pool_words):
             assert not set(files_mentioning(root, gone)) - parity, gone
