@@ -61,18 +61,6 @@ function(backend_torch_layer target)
   endif()
 endfunction()
 
-# backend_module_sources(<target> <source>...): a part of the extension off the per-operator path that
-# registers and checks arguments (autocast, the operator families, the custom operator, the c10d
-# backend): an INTERFACE target whose sources the module compiles (csrc/python/CMakeLists.txt links
-# it), in the module's own unity unit and at its level (-Og). Each torch-using unit parses torch's
-# headers again (5 to 10 s of CPU each; the module's unit includes all of ATen anyway): one unit for all
-# of these parses them once (the template's docs/build-speed.md). Only the module links such a target,
-# so that its sources are compiled once.
-function(backend_module_sources target)
-  add_library(${target} INTERFACE)
-  target_sources(${target} INTERFACE ${ARGN})
-endfunction()
-
 # PCH: the target that compiles csrc/precompiled.h once, before every torch-using target (they reuse
 # it). GCC accepts it in a unit of another optimisation level (-O1 here, -Og or -O3 there: the
 # macros they define are the same); DEBUG and SANITIZE build it with their own flags as everything.
