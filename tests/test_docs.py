@@ -169,6 +169,19 @@ NAMED_BUT_NOT_GENERATED = {
         "tests/test_elementwise.py": "the example migration renames tests/test_ops.py to it",
         "test_elementwise": "the same",
     },
+    # Files of the renders without a feature, which the example has on.
+    "questions.md": {
+        "csrc/aten/SparseNotBuilt.cpp": "rendered without kernel_families only",
+        "SparseNotBuilt.cpp": "the same",
+    },
+    "integration/sparse.md": {
+        "csrc/aten/SparseNotBuilt.cpp": "rendered without kernel_families only",
+        "SparseNotBuilt.cpp": "the same",
+    },
+    "integration/native-kernels.md": {"ConvolutionOnCpu.cpp": "rendered without native_operators only"},
+    # <Feature>Bindings.cpp: the pattern of the features' binding files, not a file.
+    "development.md": {"csrc/python/<Feature>Bindings.cpp": "a pattern", "Bindings.cpp": "the same"},
+    "build-speed.md": {"Bindings.cpp": "the pattern <Feature>Bindings.cpp"},
 }
 
 

@@ -67,7 +67,8 @@ def test_variant_renders_what_it_promises(render, label):
         for gone in ("OPINFO", "test_opinfo", "torch.testing._internal", "expecttest"):
             assert not files_mentioning(root, gone), gone
     distributed = [root / "csrc/distributed", root / "torch_foo/distributed.py", root / "examples/ddp.py"]
-    assert [path.exists() for path in distributed] == [want["distributed"]] * 3
+    distributed.append(root / "csrc/python/DistributedBindings.cpp")
+    assert [path.exists() for path in distributed] == [want["distributed"]] * 4
     assert (root / "tests" / "test_distributed.py").exists() == want["distributed"]
     if want["distributed"]:
         assert "`csrc/distributed/Backend.cpp`" in readme and "`FOO_CCL_CHECK_CALLS`" in readme
@@ -76,7 +77,8 @@ def test_variant_renders_what_it_promises(render, label):
         for gone in ("fooccl", "csrc/distributed", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"):
             assert not files_mentioning(root, gone), gone
     compile_ = [root / "csrc/compile", root / "torch_foo/compiler.py", root / "torch_foo/_inductor"]
-    assert [path.exists() for path in compile_] == [want["compile"]] * 3
+    compile_.append(root / "csrc/python/CompileBindings.cpp")
+    assert [path.exists() for path in compile_] == [want["compile"]] * 4
     assert (root / "tests" / "test_compile.py").exists() == want["compile"]
     if want["compile"]:
         assert "`csrc/compile/CompiledKernels.cpp`" in readme
@@ -100,6 +102,7 @@ def test_variant_renders_what_it_promises(render, label):
         root / "tests/runtime/monitoring_contract.cpp",
         root / "torch_foo/monitoring.py",
         root / "tests/test_memory_debugging.py",
+        root / "csrc/python/ProfilerBindings.cpp",
     ]
     assert [path.exists() for path in debugging] == [want["profiler"]] * len(debugging)
     package = {name: (root / "torch_foo" / f"{name}.py").read_text() for name in ("__init__", "memory", "_cuda_parity")}
@@ -126,36 +129,42 @@ def test_variant_renders_what_it_promises(render, label):
         root / "csrc/families",
         root / "csrc/kernels/attention.h",
         root / "csrc/kernels/emulated/recurrent.cpp",
+        root / "csrc/kernels/recurrent.h",
         root / "tests/test_attention.py",
         root / "tests/test_sparse.py",
     ]
     assert [path.exists() for path in families] == [want["kernel_families"]] * len(families)
     if want["kernel_families"]:
         assert "`csrc/families/Attention.cpp`" in readme and "`csrc/families/Sparse.cpp`" in readme
-        assert "sparse_not_built" not in (root / "csrc/aten/Fallback.cpp").read_text()
+        assert not (root / "csrc/aten/SparseNotBuilt.cpp").exists()
     else:
         family_words = ("Attention.cpp", "WiderDtype", "run_widened", "OpAttention", "OpHistogram")
         sparse_words = ("Sparse.h", "Sparse.cpp", "route_sparse_ops_to_fallback", "test_sparse.py")
         recurrent_words = ("RecurrentCells", "OpLstmCell", "OpGruCell", "recurrent.cpp")
         for gone in (*family_words, *sparse_words, *recurrent_words, "csrc/families"):
             assert not files_mentioning(root, gone), gone
-        # What users meet instead: clear errors, from the fallback (csrc/aten/Fallback.cpp).
-        assert "sparse_not_built" in (root / "csrc/aten/Fallback.cpp").read_text()
+        # What users meet instead: clear errors (csrc/aten/Fallback.cpp, csrc/aten/SparseNotBuilt.cpp).
+        assert "sparse_not_built" in (root / "csrc/aten/SparseNotBuilt.cpp").read_text()
+        assert "aten::_thnn_fused_" in (root / "csrc/aten/Fallback.cpp").read_text()
     aten = ("Blas.cpp", "Softmax.cpp", "Reductions.cpp", "Pointwise.cpp", "AmpKernels.cpp")
-    emulated = ("sums.cpp", "pointwise.cpp", "amp.cpp", "host_math.cpp")
+    aten += ("ConvolutionKernels.cpp",)
+    emulated = ("sums.cpp", "pointwise.cpp", "amp.cpp", "host_math.cpp", "host_math.h", "math_library.cmake")
     native = [root / "csrc/aten" / name for name in aten] + [root / "csrc/kernels/emulated" / name for name in emulated]
+    native.append(root / "csrc/kernels/native.h")
     assert [path.exists() for path in native] == [want["native_operators"]] * len(native)
     assert (root / "csrc/aten/Elementwise.cpp").exists() and (root / "csrc/aten/Normalization.cpp").exists()
-    # Without the emulated math library the operator library has no torch on its include path.
-    kernels_cmake = (root / "csrc/kernels/CMakeLists.txt").read_text()
-    assert ("torch_headers" in kernels_cmake) == want["native_operators"]
+    # Only the emulated math library's file sees torch's headers (its math_library.cmake, checked above): the
+    # operator library's target does not link them.
+    assert "torch_headers" not in (root / "csrc/kernels/CMakeLists.txt").read_text()
     # (That no file of the operator library includes torch then, the project's tests/test_layering.py checks.)
-    convolution = (root / "csrc/aten/Convolution.cpp").read_text()
-    assert ("fooOpConvolution(" in convolution) == want["native_operators"], "else the CPU's, through the fallback"
+    # Convolutions: the library's kernels, else the CPU's through the fallback.
+    assert (root / "csrc/aten/ConvolutionOnCpu.cpp").exists() != want["native_operators"]
+    if want["native_operators"]:
+        assert "fooOpConvolution(" in (root / "csrc/aten/ConvolutionKernels.cpp").read_text()
     assert (root / "tests/test_blas.py").exists() and (root / "tests/test_softmax.py").exists()
     if want["native_operators"]:
         assert "`csrc/aten/Blas.cpp`" in readme and "`csrc/aten/Softmax.cpp`" in readme
-        assert "fooOpGemm" in (root / "csrc/kernels/kernels.h").read_text()
+        assert "fooOpGemm" in (root / "csrc/kernels/native.h").read_text()
     else:
         kernels = ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "sums.cpp")
         kernels += ("OpPointwise", "OpUnscale", "OpUpdateScale", "host_math", "host_sqrt")
@@ -180,6 +189,8 @@ def test_variant_renders_what_it_promises(render, label):
         root / "csrc/runtime/emulated/graphs.cpp",
         root / "tests/test_graphs.py",
         root / "tests/runtime/graphs_contract.cpp",
+        root / "csrc/aten/FallbackCapture.cpp",
+        root / "csrc/python/GraphBindings.cpp",
     ]
     assert [path.exists() for path in graphs] == [want["graphs"]] * len(graphs)
     assert (root / "benchmarks/bench_graphs.py").exists() == (want["graphs"] and want["benchmarks"])
