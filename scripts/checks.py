@@ -1,7 +1,8 @@
 """Checks of the template repository beyond rendering: lint, the CI workflows (the template's own
 and the generated one), the docs site, and the feature variants of copier.yml.
 
-    python scripts/checks.py lint         ruff on scripts/ and tests/, formatting of renders, actionlint
+    python scripts/checks.py lint         the parts generated from copier/features.yml, ruff on scripts/ and
+                                          tests/, formatting of renders, actionlint
     python scripts/checks.py docs [DIR]   build the documentation site in strict mode (into DIR, default site/)
     python scripts/checks.py variants     list the feature variants the test suite builds, and which share a build
 
@@ -264,7 +265,8 @@ def workflow_problems() -> list[str]:
 def lint() -> list[str]:
     import format_template
 
-    return ruff_problems() + format_template.check_names(format_template.CHECK_NAMES) + workflow_problems()
+    stale = [f"{path}: stale, run `python scripts/features.py --write`" for path in features_list.stale()]
+    return stale + ruff_problems() + format_template.check_names(format_template.CHECK_NAMES) + workflow_problems()
 
 
 def build_docs(site_dir: Path) -> subprocess.CompletedProcess:
