@@ -28,7 +28,7 @@ COPIER_YML = ROOT / "copier.yml"
 DOCS_SNIPPET = ROOT / "docs" / "snippets" / "features.md"
 PRESETS = ("full", "minimal")
 KEYS = {"name", "type", "choices", "defaults", "off_answer", "help", "docs", "compiles", "off_group"}
-KEYS |= {"directory", "test_requirements", "paths"}
+KEYS |= {"directory", "tests_require", "paths"}
 REQUIRED = {"name", "type", "defaults", "off_answer", "help", "docs", "compiles", "paths"}
 
 # The markers around a generated part: edit copier/features.yml, not what is between them.
@@ -49,7 +49,7 @@ class Feature:
     choices: dict[str, str] = field(default_factory=dict)
     off_group: str | None = None
     directory: str | None = None
-    test_requirements: tuple[str, ...] = ()
+    tests_require: tuple[str, ...] = ()
 
     @property
     def on_answer(self) -> object:
@@ -117,7 +117,7 @@ def load(path: Path | None = None) -> list[Feature]:
             **{
                 **entry,
                 "paths": tuple(entry["paths"]),
-                "test_requirements": tuple(entry.get("test_requirements", ())),
+                "tests_require": tuple(entry.get("tests_require", ())),
                 "choices": dict(entry.get("choices", {})),
             }
         )

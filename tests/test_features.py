@@ -67,7 +67,7 @@ def test_the_copier_render_reads_the_list(tmp_path):
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
     assert answers["preset"] == "custom"
     assert {feature.name for feature in features.load()} <= set(answers)
-    assert "features" not in answers and "feature_values" not in answers and "test_requirements" not in answers
+    assert "features" not in answers and "feature_values" not in answers and "tests_require" not in answers
 
 
 ENTRY = {

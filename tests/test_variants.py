@@ -222,10 +222,10 @@ def test_variant_has_the_code_and_requirements_of_its_features(rendered, label):
             for symbol in SYMBOLS.get(feature.name, ()):
                 named = render.mentioning(re.compile(re.escape(symbol))) - LISTS_ABSENCE.get(feature.name, set())
                 assert not named, f"{feature.name} is off but {sorted(named)} name {symbol!r}"
-    needed = {name for f in FEATURES if want[f.name] != f.off_answer for name in f.test_requirements}
+    needed = {name for f in FEATURES if want[f.name] != f.off_answer for name in f.tests_require}
     pyproject = checks.tomllib.loads(render.text[Path("pyproject.toml")])
     test_extra = {re.split(r"[<>=\[ ]", item)[0] for item in pyproject["project"]["optional-dependencies"]["test"]}
-    for name in {name for f in FEATURES for name in f.test_requirements}:
+    for name in {name for f in FEATURES for name in f.tests_require}:
         assert (name in test_extra) == (name in needed), name
         install = re.search(r"pip install cmake ninja pytest numpy hypothesis.*", render.text[Path("README.md")])
         assert (name in install.group(0).split()) == (name in needed), name
