@@ -63,9 +63,10 @@ def test_the_copier_render_reads_the_list(tmp_path):
     makes the preset custom, and the answers file records every feature of the list."""
     import project
 
-    root = project.render(tmp_path / "p", {"backend_name": "foo", features.load()[-1].name: "none"})
+    feature = features.load()[0]
+    root = project.render(tmp_path / "p", {"backend_name": "foo", feature.name: feature.off_answer})
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
-    assert answers["preset"] == "custom"
+    assert answers["preset"] == "custom" and answers[feature.name] == feature.off_answer
     assert {feature.name for feature in features.load()} <= set(answers)
     assert "features" not in answers and "feature_values" not in answers and "tests_require" not in answers
 
