@@ -403,3 +403,66 @@ def test_update_from_the_previous_release(tmp_path):
     edited = {Path("README.md"), Path("tests/test_ops.py"), Path(".copier-answers.yml")}
     for relative in expected - edited:
         assert (project / relative).read_bytes() == (fresh / relative).read_bytes(), f"{relative} differs"
+
+
+# A user's edits of the two core files that this release restructured most (the allocator, whose
+# features moved out of its body, and the fallback, which no longer includes the kernel families):
+# each replaces one line of code that stays, so the three-way merge applies it to the new file.
+USER_CORE_EDITS = {
+    "csrc/core/BlockCache.cpp": (
+        "  return (n + multiple - 1) / multiple * multiple;\n",
+        "  // Our lab: the hardware's DMA wants every block on its own multiple of the request rounding.\n"
+        "  return (n + multiple - 1) / multiple * multiple;\n",
+    ),
+    "csrc/aten/Fallback.cpp": (
+        "  return c10::Device(c10::DeviceType::PrivateUse1, current_device());\n",
+        "  // Our lab: operators without a device argument run on the current device, as CUDA's do.\n"
+        "  return c10::Device(c10::DeviceType::PrivateUse1, current_device());\n",
+    ),
+}
+
+
+def test_update_from_the_last_release_keeps_edits_of_restructured_core_files(tmp_path):
+    """A project generated from the last release (v0.2.0), whose user edited the allocator and the
+    fallback, takes this release: the edits survive in those files, nothing is left in conflict,
+    and every other file equals a fresh render of this release (so the moved-files map of the
+    CHANGELOG's release and the `_migrations` entries brought every moved file along)."""
+    tag = "v0.2.0"
+    repo = released_template(tmp_path, tag, "v0.3.0")
+    project = generate(repo, tmp_path / "project", tag)
+    for relative, (line, edited) in USER_CORE_EDITS.items():
+        path = project / relative
+        assert path.read_text().count(line) == 1, f"{tag}'s {relative} changed: pick another line to edit"
+        path.write_text(path.read_text().replace(line, edited))
+    commit_all(project, "Our allocator and fallback changes")
+
+    update(project, "v0.3.0")
+
+    assert_nothing_in_conflict(project)
+    for relative, (_, edited) in USER_CORE_EDITS.items():
+        assert edited in (project / relative).read_text(), f"the user's edit of {relative} was lost"
+    # The project keeps the torch release it was pinned to (the last release's default) while this
+    # release supports it: the fresh render answers the same.
+    pinned = yaml.safe_load((project / ".copier-answers.yml").read_text())["torch_version"]
+    fresh = Path(
+        run_copy(
+            str(repo),
+            tmp_path / "fresh",
+            data={"backend_name": NAME, "torch_version": pinned},
+            vcs_ref="v0.3.0",
+            defaults=True,
+            quiet=True,
+            unsafe=True,
+        ).dst_path
+    )
+    expected = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+    actual = {p.relative_to(project) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert actual == expected
+    edited = {Path(relative) for relative in USER_CORE_EDITS} | {Path(".copier-answers.yml")}
+    for relative in expected - edited:
+        assert (project / relative).read_bytes() == (fresh / relative).read_bytes(), f"{relative} differs"
+    for relative, (line, edited_text) in USER_CORE_EDITS.items():
+        mine = (project / relative).read_text()
+        assert mine.replace(edited_text, line) == (fresh / relative).read_text(), (
+            f"{relative}: more than the edit differs"
+        )

@@ -35,16 +35,18 @@ SYMBOLS = {
     "distributed": ("fooccl", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"),
     "compile": ("CompiledKernels", "torch_dynamo_backends", "compiled_kernel", "_inductor"),
     "profiler": ("kineto", "REGISTER_PRIVATEUSE1_PROFILER", "MemoryHistory", "memory_history::", "memory_segments")
-    + ("GatheredContext", "CapturedTraceback", "DeviceGetMetric", "DeviceMetric", "DeviceGetProcesses")
-    + ("activity_begin",),
+    # The driver keeps the monitoring calls' types and its seam (driver.h) whatever the features;
+    # the API, its implementation and the hook that measures busy time go.
+    + ("GatheredContext", "CapturedTraceback", "DeviceGetMetric", "DeviceGetProcesses", "record_activity"),
     "kernel_families": ("WiderDtype", "run_widened", "OpAttention", "OpHistogram", "route_sparse_ops_to_fallback")
     + ("RecurrentCells", "OpLstmCell", "OpGruCell"),
     "native_operators": ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "OpPointwise")
     + ("OpUnscale", "OpUpdateScale", "host_math", "host_sqrt"),
     "backend_meta": ("BackendMeta", "backend metadata"),
-    "graphs": ("FooGraph", "graph_pool_handle", "StreamBeginCapture", "GraphLaunch", "capture_check")
-    + ("ErrorStreamCapture", "Kind::Graph", "PrivatePool", "begin_allocate_to_pool", "new_pool_id")
-    + ("is_current_stream_capturing",),
+    # Stream capture is part of the driver whatever the features (csrc/runtime/emulated/capture.cpp);
+    # the graph API and objects go.
+    "graphs": ("FooGraph", "graph_pool_handle", "StreamBeginCapture", "GraphLaunch", "GraphDebugDotPrint")
+    + ("struct Graph ", "PrivatePool", "begin_allocate_to_pool", "new_pool_id", "is_current_stream_capturing"),
 }
 # The files of each feature that the generated README's tables name (its integration points, its
 # tests), exactly when the feature is on.
@@ -278,6 +280,11 @@ def test_what_each_feature_leaves_in_its_place(rendered, label):
     assert ("from .monitoring import" in init) == want["profiler"]
     parity = (root / PACKAGE / "_cuda_parity.py").read_text()
     assert ('"utilization": (PROFILER_OFF' in parity) != want["profiler"], "listed as absent when off"
+    # driver.h is one seam, the same whatever the features: a port implements it once.
+    driver = (root / "csrc/runtime/driver.h").read_text()
+    for call in ("device_metric(", "device_processes(", "stream_begin_capture(", "graph_launch(", "timestamp("):
+        assert call in driver, call
+    assert (root / "csrc/runtime/emulated/capture.cpp").exists()
     # Peer access is not a debugging tool: every project has it, beside the other device queries.
     assert "DeviceCanAccessPeer(int* canAccessPeer" in (root / "csrc/runtime/api_device.cpp").read_text()
     assert "bool can_access_peer(" in (root / "csrc/runtime/emulated/devices.cpp").read_text()
