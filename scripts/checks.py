@@ -1,7 +1,8 @@
 """Checks of the template repository beyond rendering: lint, the CI workflows (the template's own
 and the generated one), the docs site, and the feature variants of copier.yml.
 
-    python scripts/checks.py lint         ruff on scripts/ and tests/, formatting of renders, actionlint
+    python scripts/checks.py lint         the parts generated from copier/features.yml, ruff on scripts/ and
+                                          tests/, formatting of renders, actionlint
     python scripts/checks.py docs [DIR]   build the documentation site in strict mode (into DIR, default site/)
     python scripts/checks.py variants     list the feature variants the test suite builds, and which share a build
 
@@ -28,38 +29,34 @@ except ModuleNotFoundError:  # Python 3.10: pytest's dependency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import facts  # noqa: E402
+import features as features_list  # noqa: E402
 import project  # noqa: E402
 
 ROOT = project.ROOT
 BIN = Path(sysconfig.get_path("scripts"))
 
-# Feature choices in copier.yml and the answer that turns each one off. The defaults in copier.yml
-# (preset full) turn everything on (the example shows every feature). A new optional feature adds
-# its question to copier.yml and its "off" answer here; tests/test_variants.py then covers it.
+# Feature choices: their one source is copier/features.yml (scripts/features.py reads it). A new
+# optional feature adds its entry there; tests/test_variants.py then covers it.
+FEATURE_LIST = features_list.load()
+# The answer that turns each feature off, by name. The full preset (copier.yml's default) turns
+# everything on (the example shows every feature).
 FEATURES_OFF: dict[str, object] = {
-    "backend_meta": False,
-    "benchmarks": False,
-    "ci": "none",
-    "compile": False,
-    "custom_op": False,
-    "distributed": False,
-    "graphs": False,
-    "kernel_families": False,
-    "native_operators": False,
-    "opinfo_tests": False,
-    "profiler": False,
+    feature.name: feature.off_answer for feature in sorted(FEATURE_LIST, key=lambda f: f.name)
 }
-# What the preset `minimal` gives: every feature off but the CI workflow (copier.yml, preset).
-MINIMAL = {**FEATURES_OFF, "ci": "github"}
-# Features with compiled code that one variant turns off together, so that `make test` builds fewer
-# projects: each build with its not-slow suite costs a worker 5 to 8 minutes (docs/development.md).
-# No feature needs another, so a group turned off still proves that each of its features, off,
-# leaves a project that builds and passes; the `minimal` variant has them all off at once. A
-# feature in no group is a variant of its own.
-OFF_TOGETHER: tuple[tuple[str, ...], ...] = (
-    ("compile", "native_operators", "backend_meta"),
-    ("custom_op", "kernel_families"),
-    ("distributed", "profiler", "graphs"),
+# The answer that includes each feature (the full preset's).
+FEATURES_ON: dict[str, object] = {name: features_list.by_name(FEATURE_LIST)[name].on_answer for name in FEATURES_OFF}
+# What the preset `minimal` gives: each feature's `minimal` answer, every feature off but the CI workflow.
+MINIMAL: dict[str, object] = {
+    name: features_list.by_name(FEATURE_LIST)[name].defaults["minimal"] for name in FEATURES_OFF
+}
+# Features with compiled code that one variant turns off together (their `off_group`), so that
+# `make test` builds fewer projects: each build with its not-slow suite costs a worker 5 to 8 minutes
+# (docs/development.md). No feature needs another, so a group turned off still proves that each of
+# its features, off, leaves a project that builds and passes; the `minimal` variant has them all off
+# at once. A feature in no group is a variant of its own. Each group in the order of copier/features.yml.
+OFF_TOGETHER: tuple[tuple[str, ...], ...] = tuple(
+    tuple(feature.name for feature in FEATURE_LIST if feature.off_group == group)
+    for group in dict.fromkeys(feature.off_group for feature in FEATURE_LIST if feature.off_group)
 )
 
 # Paths of a render that neither the build (setup.py compiles csrc/ and installs the package) nor
@@ -70,10 +67,11 @@ NOT_BUILD_INPUTS = ("README.md", ".copier-answers.yml", ".github", ".pre-commit-
 # differ only here share one compiled extension, and each runs its own tests against it (see
 # build_inputs_digest).
 TEST_ONLY_INPUTS = ("tests", "benchmarks")
-# Answers that change only files the build does not read (TEST_ONLY_INPUTS and NOT_BUILD_INPUTS):
-# renders that differ only in these share one build. tests/test_variants.py checks it against the
-# build digests of the variants; the parallel test run (tests/conftest.py) schedules by it.
-TEST_ONLY_ANSWERS = ("benchmarks", "ci", "opinfo_tests")
+# Answers that change only files the build does not read (TEST_ONLY_INPUTS and NOT_BUILD_INPUTS): the
+# features that compile nothing (`compiles: false` in copier/features.yml); renders that differ only
+# in these share one build. tests/test_variants.py checks it against the build digests of the
+# variants; the parallel test run (tests/conftest.py) schedules by it.
+TEST_ONLY_ANSWERS = tuple(sorted(feature.name for feature in FEATURE_LIST if not feature.compiles))
 
 
 def tool(name: str) -> str:
@@ -153,10 +151,9 @@ def sanitize(label: str) -> str:
 
 
 def features(answers: dict[str, object]) -> dict[str, object]:
-    """The value of every feature question for these answers: the preset's defaults (full: every
-    feature on; minimal: MINIMAL), then the answers given (copier.yml, preset)."""
-    on = {name: "github" if name == "ci" else True for name in FEATURES_OFF}
-    preset = MINIMAL if answers.get("preset") == "minimal" else on
+    """The value of every feature question for these answers: the preset's defaults (full and custom:
+    every feature on, FEATURES_ON; minimal: MINIMAL), then the answers given (copier.yml, preset)."""
+    preset = MINIMAL if answers.get("preset") == "minimal" else FEATURES_ON
     return {name: answers.get(name, preset[name]) for name in FEATURES_OFF}
 
 
@@ -168,7 +165,7 @@ def build_group(name: str, answers: dict[str, object]) -> str:
     name = str(answers.get("backend_name", name))
     skipped = ("preset", "backend_name", *FEATURES_OFF)
     answers = {key: value for key, value in answers.items() if key not in skipped}
-    answers |= {key: value for key, value in chosen.items() if value != ("github" if key == "ci" else True)}
+    answers |= {key: value for key, value in chosen.items() if value != FEATURES_ON[key]}
     build_answers = sorted((key, value) for key, value in answers.items() if key not in TEST_ONLY_ANSWERS)
     return "+".join([name, *(f"{key}={value}" for key, value in build_answers)])
 
@@ -268,7 +265,8 @@ def workflow_problems() -> list[str]:
 def lint() -> list[str]:
     import format_template
 
-    return ruff_problems() + format_template.check_names(format_template.CHECK_NAMES) + workflow_problems()
+    stale = [f"{path}: stale, run `python scripts/features.py --write`" for path in features_list.stale()]
+    return stale + ruff_problems() + format_template.check_names(format_template.CHECK_NAMES) + workflow_problems()
 
 
 def build_docs(site_dir: Path) -> subprocess.CompletedProcess:

@@ -13,12 +13,14 @@ compiles the project once and every test of the class uses that build. Variants 
 are parameters of its class; a variant whose tests are all among those of a run that passed on the
 same build is reported as skipped (not run), never as passed."""
 
+import fnmatch
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
@@ -51,8 +53,58 @@ def render_variant(render, label: str):
 
 
 def build_and_test_variant(builds, render, label: str) -> tuple[bool | None, str]:
-    """Builds and tests the variant `label`, with the sanitizers checks.sanitize gives it."""
-    return builds.build_and_test(render_variant(render, label), label, sanitize=checks.sanitize(label))
+    """Builds and tests the variant `label`, with the sanitizers checks.sanitize gives it; then checks
+    that the build compiled the C++ of each feature that is on, and of none that is off."""
+    root = render_variant(render, label)
+    result = builds.build_and_test(root, label, sanitize=checks.sanitize(label))
+    built = builds.built.get(builds._digest(checks.build_inputs_digest(root), checks.sanitize(label)))
+    if built is not None:
+        problems = feature_build_problems(root, built[0], checks.features(VARIANTS[label]))
+        assert not problems, f"the build of {built[1]} for variant {label!r}: " + "; ".join(problems)
+    return result
+
+
+def compiled_sources(built) -> set[str]:
+    """The sources the build of a project compiles, relative to the project: the files of its
+    compile_commands.json (CMAKE_EXPORT_COMPILE_COMMANDS), and the files each unity unit includes."""
+    sources = set()
+    for commands in built.glob("build/*/compile_commands.json"):
+        for entry in json.loads(commands.read_text()):
+            source = Path(entry["directory"], entry["file"])
+            if "Unity" in source.parts:
+                sources |= {Path(name) for name in re.findall(r'^#include "([^"]+)"', source.read_text(), re.M)}
+            else:
+                sources.add(source)
+    return {str(source.relative_to(built)) for source in sources if source.is_relative_to(built)}
+
+
+def feature_build_problems(root, built, want: dict) -> list[str]:
+    """What the build of a render (built: it, or a project with the same build inputs) compiled against
+    copier/features.yml: every C++ source of a feature that is on (its paths in the render), none of a
+    feature that is off, and no build directory of the CMake target of a feature that is off."""
+    compiled = compiled_sources(built)
+    if not compiled:
+        return [f"{built} has no compile_commands.json"]
+    problems = []
+    for feature in checks.FEATURE_LIST:
+        patterns = [pattern.replace("{{ package_name }}", "*") for pattern in feature.paths]
+        owned = {
+            str(path.relative_to(root))
+            for pattern in patterns
+            for found in root.glob(pattern)
+            for path in ([p for p in found.rglob("*") if p.is_file()] if found.is_dir() else [found])
+            if path.suffix == ".cpp" and path.relative_to(root).parts[0] == "csrc"
+        }
+        ours = {source for source in compiled if any(fnmatch.fnmatch(source, f"{p}*") for p in patterns)}
+        if want[feature.name] != feature.off_answer:
+            problems += [f"{feature.name} is on but {source} is not compiled" for source in sorted(owned - compiled)]
+        else:
+            problems += [f"{feature.name} is off but {source} is compiled" for source in sorted(ours)]
+            if feature.directory:
+                problems += [
+                    f"{feature.name} is off but CMake built {d}" for d in built.glob(f"build/*/{feature.directory}")
+                ]
+    return problems
 
 
 # The Hugging Face Trainer recipe (examples/hf_trainer.py) on the example's device, against the same
@@ -361,3 +413,29 @@ def test_a_failed_suite_is_reported_with_its_failed_tests(monkeypatch, tmp_path)
     message = str(failed.value)
     assert "failure: tests.test_b::test_ranks" in message and "rank 1 (exit -6)" in message
     assert "test_ok" not in message
+
+
+def test_the_build_check_finds_a_feature_compiled_or_left_out(tmp_path):
+    """feature_build_problems, on a build directory made by hand: a source of a feature that is on and
+    that no unit compiles, a compiled source or a target directory of a feature that is off."""
+    root = tmp_path / "foo"
+    for name in ("csrc/core/Device.cpp", "csrc/compile/CompiledKernels.cpp", "csrc/core/Graph.cpp"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("// source\n")
+    build = root / "build" / "cpython-311"
+    unity = build / "csrc/core/CMakeFiles/foo_core.dir/Unity/unity_0_cxx.cxx"
+    unity.parent.mkdir(parents=True)
+    unity.write_text(f'#include "{root}/csrc/core/Device.cpp"\n#include "{root}/csrc/core/Graph.cpp"\n')
+    (build / "csrc/compile").mkdir(parents=True)
+    commands = [{"directory": str(build), "file": str(unity)}]
+    (build / "compile_commands.json").write_text(json.dumps(commands))
+    assert compiled_sources(root) == {"csrc/core/Device.cpp", "csrc/core/Graph.cpp"}
+    everything = checks.features({})
+    assert feature_build_problems(root, root, everything) == [
+        "compile is on but csrc/compile/CompiledKernels.cpp is not compiled"
+    ]
+    problems = feature_build_problems(root, root, {**everything, "compile": False, "graphs": False})
+    assert problems == [
+        f"compile is off but CMake built {build / 'csrc/compile'}",
+        "graphs is off but csrc/core/Graph.cpp is compiled",
+    ]

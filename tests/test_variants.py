@@ -1,10 +1,16 @@
-"""Feature choices: every class of combination (everything, minimal, each option off, alone or in its
-group of checks.OFF_TOGETHER) renders
-what it promises, passes the generated project's formatters and linters, and builds and passes its
-own test suite. Variants whose compiled code and tests are identical share one test run
-(checks.test_inputs_digest); variants whose compiled code is identical share one build and run their
-own tests against it (checks.build_inputs_digest); a feature that changes C++ gets its own build."""
+"""Feature choices (copier/features.yml): every class of combination (everything, minimal, each option
+off, alone or in its `off_group`) renders what it promises, passes the generated project's formatters
+and linters, and builds and passes its own test suite (tests/test_build.py). Variants whose compiled
+code and tests are identical share one test run (checks.test_inputs_digest); variants whose compiled
+code is identical share one build and run their own tests against it (checks.build_inputs_digest); a
+feature that changes C++ gets its own build.
 
+What a render promises is read from copier/features.yml, the same list copier renders from: a
+feature off leaves none of its paths, no CMake target of its directory and no file that names what
+went; a feature on has every path (but those another feature off removes), its directory's target and
+its test requirements."""
+
+import re
 from pathlib import Path
 
 import pytest
@@ -16,107 +22,272 @@ import project
 from conftest import ROOT
 
 VARIANTS = checks.variants()
+FEATURES = checks.FEATURE_LIST
+PACKAGE = "torch_foo"  # the variants are rendered under the example's name here, whatever name they build under
+
+# Names of the code a feature adds inside files that stay (C++ declarations, Python imports, CMake),
+# which a render with the feature off must not contain anywhere (the sanitizers' suppression files
+# aside: they name torch's own functions, which every project meets). Each must occur in the render
+# with every feature on, so that a renamed symbol fails here instead of passing unnoticed.
+SYMBOLS = {
+    "custom_op": ("bias_gelu", "CustomOps", "from .ops", '"ops"'),
+    "opinfo_tests": ("OPINFO", "torch.testing._internal", "expecttest"),
+    "distributed": ("fooccl", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"),
+    "compile": ("CompiledKernels", "torch_dynamo_backends", "compiled_kernel", "_inductor"),
+    "profiler": ("kineto", "REGISTER_PRIVATEUSE1_PROFILER", "MemoryHistory", "memory_history::", "memory_segments")
+    # The driver keeps the monitoring calls' types and its seam (driver.h) whatever the features;
+    # the API, its implementation and the hook that measures busy time go.
+    + ("GatheredContext", "CapturedTraceback", "DeviceGetMetric", "DeviceGetProcesses", "record_activity"),
+    "kernel_families": ("WiderDtype", "run_widened", "OpAttention", "OpHistogram", "route_sparse_ops_to_fallback")
+    + ("RecurrentCells", "OpLstmCell", "OpGruCell"),
+    "native_operators": ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "OpPointwise")
+    + ("OpUnscale", "OpUpdateScale", "host_math", "host_sqrt"),
+    "backend_meta": ("BackendMeta", "backend metadata"),
+    # Stream capture is part of the driver whatever the features (csrc/runtime/emulated/capture.cpp);
+    # the graph API and objects go.
+    "graphs": ("FooGraph", "graph_pool_handle", "StreamBeginCapture", "GraphLaunch", "GraphDebugDotPrint")
+    + ("struct Graph ", "PrivatePool", "begin_allocate_to_pool", "new_pool_id", "is_current_stream_capturing"),
+}
+# The files of each feature that the generated README's tables name (its integration points, its
+# tests), exactly when the feature is on.
+README_NAMES = {
+    "benchmarks": ("benchmarks/bench_ops.py",),
+    "ci": (".github/workflows/ci.yml",),
+    "custom_op": ("csrc/custom_ops/CustomOps.cpp", f"{PACKAGE}/ops.py"),
+    "opinfo_tests": ("tests/test_opinfo.py",),
+    "distributed": ("csrc/distributed/Backend.cpp",),
+    "compile": ("csrc/compile/CompiledKernels.cpp",),
+    "profiler": ("csrc/profiler/KinetoSession.cpp",),
+    "kernel_families": ("csrc/families/Attention.cpp", "csrc/families/Sparse.cpp"),
+    "graphs": ("csrc/core/Graph.cpp",),
+    "native_operators": ("csrc/aten/Blas.cpp", "csrc/aten/Softmax.cpp"),
+}
+# Files that name an absent feature's API on purpose: the CUDA parity table and its test list what
+# the project lacks, and why.
+LISTS_ABSENCE = {"graphs": {f"{PACKAGE}/_cuda_parity.py", "tests/test_cuda_parity.py"}}
+# Files that stay and still name a file of a feature that is off, in a comment or a list of names
+# (feature, file that stays, file it names). Kept as the template renders them today; a test fails
+# when an entry no longer occurs in any variant, so that the list only shrinks.
+NAMED_WHEN_ABSENT = {
+    ("benchmarks", "tests/models.py", "benchmarks/bench_models.py"),
+    ("benchmarks", "csrc/aten/Fallback.cpp", "benchmarks/bench_profiler.py"),
+    ("custom_op", "tests/test_layering.py", "csrc/kernels/custom_ops.h"),
+    ("custom_op", "csrc/kernels/kernels.h", "csrc/kernels/custom_ops.h"),
+    ("opinfo_tests", "csrc/families/WiderDtypes.cpp", "tests/test_dtype_coverage.py"),
+    ("opinfo_tests", "tests/sanitizers/harness.py", "tests/test_fallback_sweep.py"),
+    ("distributed", f"{PACKAGE}/_cuda_parity.py", f"{PACKAGE}/distributed.py"),
+    ("profiler", "csrc/runtime/tracing.h", "csrc/profiler/KinetoSession.cpp"),
+    ("profiler", "tests/runtime/tracing_contract.cpp", "csrc/profiler/KinetoSession.cpp"),
+    ("kernel_families", "tests/test_layering.py", "csrc/kernels/attention.h"),
+    ("kernel_families", "tests/test_layering.py", "csrc/kernels/histogram.h"),
+    ("kernel_families", "tests/test_opinfo.py", "tests/test_attention.py"),
+    ("graphs", f"{PACKAGE}/_cuda_parity.py", f"{PACKAGE}/graphs.py"),
+}
 
 
 def features(answers: dict) -> dict:
     return checks.features(answers)
 
 
-def files_mentioning(root, text: str) -> list[str]:
-    """The files of a render that mention `text`, but for the sanitizers' suppression files: they
-    name torch's own functions (torch's flight recorder gathers a CapturedTraceback too), which every
-    project meets whatever its features."""
-    return sorted(
-        str(p.relative_to(root))
-        for p in root.rglob("*")
-        if p.is_file() and p.suffix != ".supp" and text in p.read_text()
-    )
+class Render:
+    """A render's files and their text, with what copier/features.yml says of them."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.files = {path.relative_to(root) for path in root.rglob("*") if path.is_file()}
+        self.text = {path: (root / path).read_text(errors="replace") for path in self.files}
+
+    def owned(self, feature) -> set[Path]:
+        """The files of the render that the feature's paths name (a directory: every file in it)."""
+        found = set()
+        for pattern in feature.paths:
+            for path in self.root.glob(pattern.replace("{{ package_name }}", PACKAGE)):
+                found |= {p for p in path.rglob("*") if p.is_file()} if path.is_dir() else {path}
+        return {path.relative_to(self.root) for path in found}
+
+    def owned_directories(self, feature) -> set[Path]:
+        """The directories the feature's paths name."""
+        return {
+            path.relative_to(self.root)
+            for pattern in feature.paths
+            for path in self.root.glob(pattern.replace("{{ package_name }}", PACKAGE))
+            if path.is_dir()
+        }
+
+    def mentioning(self, pattern: re.Pattern) -> set[str]:
+        return {str(path) for path, text in self.text.items() if path.suffix != ".supp" and pattern.search(text)}
+
+
+def naming(path: Path, is_directory: bool, names_elsewhere: set[str]) -> re.Pattern:
+    """What names `path` in another file: its path in the project (a top-level directory with its
+    slash: `benchmarks/`), its file name where no file that stays has that name, the name of a test
+    or benchmark module, and for a module of the package, its import."""
+    if not is_directory:
+        forms = [re.escape(str(path)) + r"(?![\w.])"]
+    elif len(path.parts) > 1:  # a directory named on its own (its files are named as files)
+        forms = [re.escape(str(path)) + r"(?:/(?![\w.])|(?![\w./]))"]
+    else:
+        forms = [re.escape(str(path)) + r"/(?![\w.])"]
+    if not is_directory and path.name not in names_elsewhere:
+        forms.append(r"(?<![\w.-])" + re.escape(path.name) + r"(?!\w)")
+    if not is_directory and re.match(r"(test|bench)_|.*_contract$", path.stem):  # a test named by -k or in prose
+        forms.append(rf"\b{re.escape(path.stem)}\b")
+    if not is_directory and path.suffix == ".py" and path.parts[0] == PACKAGE and len(path.parts) == 2:
+        forms += [rf"from \.{path.stem} import", rf"from \. import {path.stem}\b", rf"{PACKAGE}\.{path.stem}\b"]
+    return re.compile("|".join(forms))
+
+
+_renders: dict[str, Render] = {}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """rendered(label) -> the Render of a variant under the example's name, made once per process."""
+
+    def get(label: str) -> Render:
+        if label not in _renders:
+            answers = {key: value for key, value in VARIANTS[label].items() if key != "backend_name"}
+            root = tmp_path_factory.mktemp("variant") / "foo"
+            _renders[label] = Render(project.render(root, {"backend_name": "foo", **answers}))
+        return _renders[label]
+
+    return get
+
+
+def absent_mentions(everything: Render, render: Render, want: dict) -> set[tuple[str, str, str]]:
+    """(feature, file that stays, file it names) for each file of a feature that is off, named in a
+    file of the render."""
+    names_elsewhere = {path.name for path in render.files}
+    found = set()
+    for feature in FEATURES:
+        if want[feature.name] != feature.off_answer:
+            continue
+        gone = [(path, False) for path in everything.owned(feature) if path not in render.files]
+        gone += [(path, True) for path in everything.owned_directories(feature) if not (render.root / path).exists()]
+        for path, is_directory in gone:
+            for mentioned_in in render.mentioning(naming(path, is_directory, names_elsewhere)):
+                found.add((feature.name, mentioned_in, str(path)))
+    return found
 
 
 @pytest.mark.parametrize("label", VARIANTS)
-def test_variant_renders_what_it_promises(render, label):
-    # Under the example's name whatever name the variant builds under: the checks below name foo's files.
-    answers = {key: value for key, value in VARIANTS[label].items() if key != "backend_name"}
-    root = render("foo", **answers)
-    want = features(answers)
-    readme = (root / "README.md").read_text()
-    assert (root / "benchmarks" / "bench_ops.py").exists() == want["benchmarks"]
-    assert (root / "benchmarks" / "common.py").exists() == want["benchmarks"]
-    assert ("`benchmarks/bench_ops.py`" in readme) == want["benchmarks"]
+def test_variant_has_the_paths_and_targets_of_its_features(rendered, label):
+    """A feature off: none of its paths, no add_subdirectory of its directory, no file that names one
+    of its files (but NAMED_WHEN_ABSENT). A feature on: each of its paths that no feature off removes,
+    its directory built, and, with a file the README's table of integration points can name, its row."""
+    everything, render = rendered("everything"), rendered(label)
+    want = features(VARIANTS[label])
+    off = [feature for feature in FEATURES if want[feature.name] == feature.off_answer]
+    removed = set().union(*(everything.owned(feature) for feature in off))
+    cmake = (render.root / "CMakeLists.txt").read_text()
+    readme = render.text[Path("README.md")]
+    for feature in FEATURES:
+        on = feature not in off
+        owned = everything.owned(feature)
+        for path in README_NAMES.get(feature.name, ()):
+            assert (f"`{path}`" in readme) == on, f"README and {path}: {feature.name} on is {on}"
+        in_its_place = {p for pattern in feature.off_paths for p in render.root.glob(pattern)}
+        assert bool(in_its_place) != on, f"{feature.name} on is {on}, and the render has {sorted(in_its_place)}"
+        if on:
+            missing = sorted(str(path) for path in owned - removed - render.files)
+            assert not missing, f"{feature.name} is on but the render lacks {missing}"
+        else:
+            assert not render.owned(feature), (
+                f"{feature.name} is off but the render has {sorted(render.owned(feature))}"
+            )
+        if feature.directory:
+            assert (f"add_subdirectory({feature.directory})" in cmake) == on, feature.name
+            listed = {
+                str(p) for p in render.files if p.name == "CMakeLists.txt" and feature.directory in render.text[p]
+            }
+            assert on or not listed, f"{feature.name} is off but {sorted(listed)} still build {feature.directory}"
+    unexpected = absent_mentions(everything, render, want) - NAMED_WHEN_ABSENT
+    assert not unexpected, f"files that name what a feature off removed: {sorted(unexpected)}"
+
+
+def test_the_files_that_name_an_absent_file_are_still_listed(rendered):
+    """NAMED_WHEN_ABSENT only shrinks: each of its entries occurs in a variant."""
+    everything = rendered("everything")
+    found = set()
+    for label in VARIANTS:
+        found |= absent_mentions(everything, rendered(label), features(VARIANTS[label]))
+    assert not NAMED_WHEN_ABSENT - found, f"no longer true, remove: {sorted(NAMED_WHEN_ABSENT - found)}"
+
+
+@pytest.mark.parametrize("label", VARIANTS)
+def test_variant_has_the_code_and_requirements_of_its_features(rendered, label):
+    """The code a feature adds inside files that stay goes with it (SYMBOLS); its test requirements
+    are in the `test` extra exactly when a feature that is on needs them; the answers are recorded
+    for copier update; the render is formatted and its workflow passes actionlint."""
+    render = rendered(label)
+    want = features(VARIANTS[label])
+    for feature in FEATURES:
+        if want[feature.name] == feature.off_answer:
+            for symbol in SYMBOLS.get(feature.name, ()):
+                named = render.mentioning(re.compile(re.escape(symbol))) - LISTS_ABSENCE.get(feature.name, set())
+                assert not named, f"{feature.name} is off but {sorted(named)} name {symbol!r}"
+    needed = {name for f in FEATURES if want[f.name] != f.off_answer for name in f.tests_require}
+    pyproject = checks.tomllib.loads(render.text[Path("pyproject.toml")])
+    test_extra = {re.split(r"[<>=\[ ]", item)[0] for item in pyproject["project"]["optional-dependencies"]["test"]}
+    for name in {name for f in FEATURES for name in f.tests_require}:
+        assert (name in test_extra) == (name in needed), name
+        install = re.search(r"pip install cmake ninja pytest numpy hypothesis.*", render.text[Path("README.md")])
+        assert (name in install.group(0).split()) == (name in needed), name
+        if name not in needed and name == "expecttest":  # matplotlib is also the benchmark extra's
+            assert not render.mentioning(re.compile(name)), f"{name} is needed by no feature that is on"
+    workflow = render.root / ".github" / "workflows" / "ci.yml"
+    if workflow.exists():
+        assert not checks.actionlint_problems(render.root)
+    answers = yaml.safe_load(render.text[Path(".copier-answers.yml")])
+    assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
+    preset = answers["preset"]
+    assert checks.features({"preset": preset}) == want or preset == "custom", "a preset that differs is custom"
+    assert not format_template.unformatted(render.root)
+
+
+def test_every_symbol_and_path_of_a_feature_is_in_the_full_render(rendered):
+    """SYMBOLS and the paths of copier/features.yml name what the full render has: a pattern that
+    matches nothing, or a symbol renamed, would make the checks above pass without checking."""
+    everything = rendered("everything")
+    for feature in FEATURES:
+        for pattern in feature.paths:
+            matched = list(everything.root.glob(pattern.replace("{{ package_name }}", PACKAGE)))
+            assert matched, f"{feature.name}: the path {pattern} of copier/features.yml matches nothing"
+        for symbol in SYMBOLS.get(feature.name, ()):
+            assert everything.mentioning(re.compile(re.escape(symbol))), f"{feature.name}: {symbol!r} is nowhere"
+        if feature.directory:
+            assert any(Path(feature.directory) == Path(p) for p in feature.paths), "the directory goes with it"
+            assert (everything.root / feature.directory / "CMakeLists.txt").is_file(), feature.directory
+    minimal = rendered("minimal")
+    for feature in FEATURES:
+        for pattern in feature.off_paths:
+            assert list(minimal.root.glob(pattern)), (
+                f"{feature.name}: the off_path {pattern} matches nothing in minimal"
+            )
+    assert set(SYMBOLS) | set(README_NAMES) <= {feature.name for feature in FEATURES}
+
+
+@pytest.mark.parametrize("label", VARIANTS)
+def test_what_each_feature_leaves_in_its_place(rendered, label):
+    """Where a feature off leaves something in its place, or something stays whatever the choice."""
+    render = rendered(label)
+    root, want, readme = render.root, features(VARIANTS[label]), render.text[Path("README.md")]
+    init = (root / PACKAGE / "__init__.py").read_text()
     workflow = root / ".github" / "workflows" / "ci.yml"
-    assert workflow.exists() == (want["ci"] == "github")
-    assert (".github/workflows/ci.yml" in readme) == (want["ci"] == "github")
-    assert not (root / ".github").exists() or want["ci"] == "github"
     if workflow.exists():
         assert ("benchmarks/bench_ops.py" in workflow.read_text()) == want["benchmarks"]
-        assert not checks.actionlint_problems(root)
-    custom_op = [root / "csrc/custom_ops/CustomOps.cpp", root / "torch_foo/ops.py", root / "tests/test_custom_ops.py"]
-    assert [path.exists() for path in custom_op] == [want["custom_op"]] * 3
-    if want["custom_op"]:
-        assert "`csrc/custom_ops/CustomOps.cpp`" in readme and "`torch_foo/ops.py`" in readme
-        assert "from .ops import bias_gelu" in (root / "torch_foo" / "__init__.py").read_text()
-    else:
-        for gone in ("bias_gelu", "CustomOps", "test_custom_ops", "/ops.py", "from .ops", '"ops"'):
-            assert not files_mentioning(root, gone), gone
-    assert (root / "tests" / "test_opinfo.py").exists() == want["opinfo_tests"]
-    if want["opinfo_tests"]:
-        assert "`FOO_OPINFO`" in readme and "`tests/test_opinfo.py`" in readme
-        assert "expecttest" in (root / "pyproject.toml").read_text() and "expecttest" in readme
-    else:
-        # Nothing else uses PyTorch's internal test machinery, so its requirements go with it.
-        for gone in ("OPINFO", "test_opinfo", "torch.testing._internal", "expecttest"):
-            assert not files_mentioning(root, gone), gone
-    distributed = [root / "csrc/distributed", root / "torch_foo/distributed.py", root / "examples/ddp.py"]
-    distributed.append(root / "csrc/python/DistributedBindings.cpp")
-    assert [path.exists() for path in distributed] == [want["distributed"]] * 4
-    assert (root / "tests" / "test_distributed.py").exists() == want["distributed"]
-    if want["distributed"]:
-        assert "`csrc/distributed/Backend.cpp`" in readme and "`FOO_CCL_CHECK_CALLS`" in readme
-        assert "from . import distributed" in (root / "torch_foo" / "__init__.py").read_text()
-    else:
-        for gone in ("fooccl", "csrc/distributed", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"):
-            assert not files_mentioning(root, gone), gone
-    compile_ = [root / "csrc/compile", root / "torch_foo/compiler.py", root / "torch_foo/_inductor"]
-    compile_.append(root / "csrc/python/CompileBindings.cpp")
-    assert [path.exists() for path in compile_] == [want["compile"]] * 4
-    assert (root / "tests" / "test_compile.py").exists() == want["compile"]
-    if want["compile"]:
-        assert "`csrc/compile/CompiledKernels.cpp`" in readme
-        assert 'foo = "torch_foo.compiler:backend"' in (root / "pyproject.toml").read_text()
-    else:
-        compile_words = ("CompiledKernels", "compiler.py", "_dynamo.py", "_inductor", "torch_dynamo_backends")
-        for gone in (*compile_words, "compiled_kernel"):
-            assert not files_mentioning(root, gone), gone
-    assert (root / "csrc" / "profiler").exists() == want["profiler"]
-    assert (root / "tests" / "test_profiler.py").exists() == want["profiler"]
-    assert ("`csrc/profiler/KinetoSession.cpp`" in readme) == want["profiler"]
-    if not want["profiler"]:
-        for gone in ("bench_profiler", "kineto", "REGISTER_PRIVATEUSE1_PROFILER", "test_profiler"):
-            assert not files_mentioning(root, gone), gone
+    assert ("from .ops import bias_gelu" in init) == want["custom_op"]
+    assert ("`FOO_OPINFO`" in readme) == want["opinfo_tests"]
+    assert ("from . import distributed" in init) == want["distributed"]
+    assert ("`FOO_CCL_CHECK_CALLS`" in readme) == want["distributed"]
+    assert ('foo = "torch_foo.compiler:backend"' in render.text[Path("pyproject.toml")]) == want["compile"]
     # The debugging tools that come with the profiler: memory history and snapshots, device monitoring.
-    debugging = [
-        root / "csrc/core/MemoryHistory.cpp",
-        root / "csrc/core/MemoryHistory.h",
-        root / "csrc/runtime/api_monitoring.cpp",
-        root / "csrc/runtime/emulated/monitoring.cpp",
-        root / "tests/runtime/monitoring_contract.cpp",
-        root / "torch_foo/monitoring.py",
-        root / "tests/test_memory_debugging.py",
-        root / "csrc/python/ProfilerBindings.cpp",
-    ]
-    assert [path.exists() for path in debugging] == [want["profiler"]] * len(debugging)
-    package = {name: (root / "torch_foo" / f"{name}.py").read_text() for name in ("__init__", "memory", "_cuda_parity")}
+    memory = (root / PACKAGE / "memory.py").read_text()
     for name in ("_record_memory_history", "def _snapshot", "def memory_snapshot"):
-        assert (name in package["memory"]) == want["profiler"], name
-    assert ("from .monitoring import" in package["__init__"]) == want["profiler"]
-    assert ('"utilization": (PROFILER_OFF' in package["_cuda_parity"]) != want["profiler"], "listed as absent when off"
-    if not want["profiler"]:
-        hooks = ("MemoryHistory", "memory_history::", "memory_segments", "GatheredContext", "CapturedTraceback")
-        # The driver keeps the monitoring calls' types and its seam (driver.h) whatever the features;
-        # the API, its implementation and the hook that measures busy time go.
-        monitoring = ("DeviceGetMetric", "DeviceGetProcesses", "record_activity", "monitoring.cpp", "monitoring.py")
-        for gone in (*hooks, *monitoring, "test_memory_debugging"):
-            assert not files_mentioning(root, gone), gone
+        assert (name in memory) == want["profiler"], name
+    assert ("from .monitoring import" in init) == want["profiler"]
+    parity = (root / PACKAGE / "_cuda_parity.py").read_text()
+    assert ('"utilization": (PROFILER_OFF' in parity) != want["profiler"], "listed as absent when off"
     # driver.h is one seam, the same whatever the features: a port implements it once.
     driver = (root / "csrc/runtime/driver.h").read_text()
     for call in ("device_metric(", "device_processes(", "stream_begin_capture(", "graph_launch(", "timestamp("):
@@ -125,33 +296,9 @@ def test_variant_renders_what_it_promises(render, label):
     # Peer access is not a debugging tool: every project has it, beside the other device queries.
     assert "DeviceCanAccessPeer(int* canAccessPeer" in (root / "csrc/runtime/api_device.cpp").read_text()
     assert "bool can_access_peer(" in (root / "csrc/runtime/emulated/devices.cpp").read_text()
-    families = [
-        root / "csrc/families",
-        root / "csrc/kernels/attention.h",
-        root / "csrc/kernels/emulated/recurrent.cpp",
-        root / "csrc/kernels/recurrent.h",
-        root / "tests/test_attention.py",
-        root / "tests/test_sparse.py",
-    ]
-    assert [path.exists() for path in families] == [want["kernel_families"]] * len(families)
-    if want["kernel_families"]:
-        assert "`csrc/families/Attention.cpp`" in readme and "`csrc/families/Sparse.cpp`" in readme
-        assert not (root / "csrc/aten/SparseNotBuilt.cpp").exists()
-    else:
-        family_words = ("Attention.cpp", "WiderDtype", "run_widened", "OpAttention", "OpHistogram")
-        sparse_words = ("Sparse.h", "Sparse.cpp", "route_sparse_ops_to_fallback", "test_sparse.py")
-        recurrent_words = ("RecurrentCells", "OpLstmCell", "OpGruCell", "recurrent.cpp")
-        for gone in (*family_words, *sparse_words, *recurrent_words, "csrc/families"):
-            assert not files_mentioning(root, gone), gone
-        # What users meet instead: clear errors (csrc/aten/Fallback.cpp, csrc/aten/SparseNotBuilt.cpp).
+    # What users meet without the families: clear errors (csrc/aten/SparseNotBuilt.cpp, an off_path).
+    if not want["kernel_families"]:
         assert "sparse_not_built" in (root / "csrc/aten/SparseNotBuilt.cpp").read_text()
-        assert "aten::_thnn_fused_" in (root / "csrc/aten/Fallback.cpp").read_text()
-    aten = ("Blas.cpp", "Softmax.cpp", "Reductions.cpp", "Pointwise.cpp", "AmpKernels.cpp")
-    aten += ("ConvolutionKernels.cpp",)
-    emulated = ("sums.cpp", "pointwise.cpp", "amp.cpp", "host_math.cpp", "host_math.h", "math_library.cmake")
-    native = [root / "csrc/aten" / name for name in aten] + [root / "csrc/kernels/emulated" / name for name in emulated]
-    native.append(root / "csrc/kernels/native.h")
-    assert [path.exists() for path in native] == [want["native_operators"]] * len(native)
     assert (root / "csrc/aten/Elementwise.cpp").exists() and (root / "csrc/aten/Normalization.cpp").exists()
     # Only the emulated math library's file sees torch's headers (its math_library.cmake, checked above): the
     # operator library's target does not link them.
@@ -162,70 +309,25 @@ def test_variant_renders_what_it_promises(render, label):
     if want["native_operators"]:
         assert "fooOpConvolution(" in (root / "csrc/aten/ConvolutionKernels.cpp").read_text()
     assert (root / "tests/test_blas.py").exists() and (root / "tests/test_softmax.py").exists()
-    if want["native_operators"]:
-        assert "`csrc/aten/Blas.cpp`" in readme and "`csrc/aten/Softmax.cpp`" in readme
-        assert "fooOpGemm" in (root / "csrc/kernels/native.h").read_text()
-    else:
-        kernels = ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "sums.cpp")
-        kernels += ("OpPointwise", "OpUnscale", "OpUpdateScale", "host_math", "host_sqrt")
-        for gone in ("Blas.cpp", "Softmax.cpp", "Reductions.cpp", "Pointwise.cpp", "AmpKernels.cpp", *kernels):
-            assert not files_mentioning(root, gone), gone
+    # The operator library's native functions are declared in a header of their own (kernels/native.h).
+    assert "fooOpGemm" not in (root / "csrc/kernels/kernels.h").read_text()
+    if not want["native_operators"]:
         assert "def test_products_run_on_the_fallback" in (root / "tests/test_blas.py").read_text()
         pointwise_tests = (root / "tests/test_pointwise.py").read_text()
         assert "def test_optimizers_and_activations_run_on_the_fallback" in pointwise_tests
         assert "def test_unscale_and_update_run_on_the_fallback" in (root / "tests/test_amp.py").read_text()
-    meta = ("csrc/core/BackendMeta.h", "csrc/core/BackendMeta.cpp", "csrc/aten/BackendMetaCopies.cpp")
-    meta += ("csrc/compat/Serialization.h", "tests/test_backend_meta.py")
-    assert [(root / path).exists() for path in meta] == [want["backend_meta"]] * len(meta)
-    if not want["backend_meta"]:
-        for gone in ("BackendMeta", "Serialization.h", "backend metadata"):
-            assert not files_mentioning(root, gone), gone
+    assert ("from .graphs import" in init) == want["graphs"]
     assert (root / ".pre-commit-config.yaml").exists()
-    graphs = [
-        root / "torch_foo/graphs.py",
-        root / "csrc/core/Graph.cpp",
-        root / "csrc/core/Graph.h",
-        root / "csrc/runtime/api_graphs.cpp",
-        root / "csrc/runtime/emulated/graphs.cpp",
-        root / "tests/test_graphs.py",
-        root / "tests/runtime/graphs_contract.cpp",
-        root / "csrc/aten/FallbackCapture.cpp",
-        root / "csrc/python/GraphBindings.cpp",
-    ]
-    assert [path.exists() for path in graphs] == [want["graphs"]] * len(graphs)
-    assert (root / "benchmarks/bench_graphs.py").exists() == (want["graphs"] and want["benchmarks"])
-    assert ("`csrc/core/Graph.cpp`" in readme) == want["graphs"]
-    if want["graphs"]:
-        assert "from .graphs import" in (root / "torch_foo" / "__init__.py").read_text()
-    else:
-        # The CUDA parity table and its test name the graph API to say that it is absent.
-        parity = {"torch_foo/_cuda_parity.py", "tests/test_cuda_parity.py"}
-        graph_words = ("Graph.h", "graphs_contract", "bench_graphs", "FooGraph", "from .graphs", "graph_pool_handle")
-        # Stream capture is part of the driver whatever the features (csrc/runtime/emulated/capture.cpp);
-        # the graph API and objects go.
-        capture_words = ("StreamBeginCapture", "GraphLaunch", "GraphDebugDotPrint", "graphs.cpp", "struct Graph ")
-        pool_words = ("PrivatePool", "begin_allocate_to_pool", "new_pool_id", "is_current_stream_capturing")
-        for gone in (*graph_words, *capture_words, *pool_words):
-            assert not set(files_mentioning(root, gone)) - parity, gone
-    answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
-    assert {k: answers[k] for k in want} == want, "the choices must be recorded for copier update"
-    preset = answers["preset"]
-    assert checks.features({"preset": preset}) == want or preset == "custom", "a preset that differs is custom"
-    assert not format_template.unformatted(root)
 
 
 def test_defaults_turn_every_feature_on():
     answers = yaml.safe_load((project.EXAMPLE / ".copier-answers.yml").read_text())
     assert answers["preset"] == "full"
-    for name, off in checks.FEATURES_OFF.items():
-        assert answers[name] != off, f"{name} must default to on: the example shows every feature"
-    example = project.EXAMPLE
-    assert (example / "benchmarks").is_dir() and (example / ".github" / "workflows" / "ci.yml").is_file()
-    assert (example / "csrc" / "custom_ops" / "CustomOps.cpp").is_file()
-    assert (example / "torch_foo" / "ops.py").is_file()
-    assert (example / "tests" / "test_opinfo.py").is_file()
-    assert (example / "csrc" / "compile").is_dir() and (example / "csrc" / "profiler").is_dir()
-    assert (example / "csrc" / "families").is_dir()
+    for feature in FEATURES:
+        assert answers[feature.name] == feature.on_answer, f"{feature.name} must default to on: the example shows it"
+        for pattern in feature.paths:
+            matched = list(project.EXAMPLE.glob(pattern.replace("{{ package_name }}", PACKAGE)))
+            assert matched, f"example_generated/ has nothing of {pattern} ({feature.name})"
 
 
 @pytest.mark.parametrize(
@@ -259,11 +361,20 @@ def test_a_preset_and_the_answers_it_stands_for_render_the_same(tmp_path):
     assert checks.build_group("foo", {"preset": "minimal"}) == checks.build_group("foo", checks.MINIMAL)
 
 
-def test_every_yes_no_question_is_a_covered_feature():
+def test_the_feature_questions_are_the_features_of_the_list():
+    """Every yes/no question is a feature, and every question asked only for the preset custom is one
+    of copier/features.yml, with its answers: the variants and the checks above cover exactly those."""
     questions = yaml.safe_load((ROOT / "copier.yml").read_text().replace("!include", "#"))
     booleans = {name for name, q in questions.items() if isinstance(q, dict) and q.get("type") == "bool"}
-    missing = booleans - set(checks.FEATURES_OFF)
-    assert not missing, f"add {sorted(missing)} to FEATURES_OFF in scripts/checks.py so that the variants cover them"
+    custom = {
+        name for name, q in questions.items() if isinstance(q, dict) and "preset == 'custom'" in str(q.get("when"))
+    }
+    listed = {feature.name for feature in FEATURES}
+    assert booleans <= listed and custom == listed, "a feature is an entry of copier/features.yml"
+    assert set(checks.FEATURES_OFF) == listed
+    for feature in FEATURES:
+        if feature.type == "str":
+            assert feature.off_answer in questions[feature.name]["choices"].values(), feature.name
 
 
 def test_every_feature_is_off_in_a_variant_besides_minimal():
@@ -299,23 +410,19 @@ def test_shared_builds_are_decided_by_content(tmp_path):
         return build, checks.test_inputs_digest(root)
 
     everything = digests("everything")
-    assert digests("no-ci", ci="none") == everything
-    no_benchmarks = digests("no-benchmarks", benchmarks=False)
-    assert no_benchmarks[0] == everything[0] and no_benchmarks[1] != everything[1], "the report's test goes"
+    off = {feature.name: digests(f"no-{feature.name}", **{feature.name: feature.off_answer}) for feature in FEATURES}
+    for feature in FEATURES:  # what the test-only answers and scheduling (checks.TEST_ONLY_ANSWERS) rely on
+        assert (off[feature.name][0] != everything[0]) == feature.compiles, f"{feature.name}: `compiles` is wrong"
+    assert off["ci"] == everything
+    assert off["benchmarks"][1] != everything[1], "the report's test goes"
+    assert off["opinfo_tests"][1] != everything[1], "tests change, the build is reused"
     assert digests("three-devices", device_count=3)[0] != everything[0]
     assert digests("npu", backend_name="npu")[0] != everything[0]
-    no_opinfo = digests("no-opinfo", opinfo_tests=False)
-    assert no_opinfo[0] == everything[0] and no_opinfo[1] != everything[1], "tests change, the build is reused"
     for release in checks.facts.other_torch_releases():
         assert digests(f"torch-{release}", torch_version=release)[0] != everything[0], "built against another torch"
-    no_custom_op = digests("no-custom-op", custom_op=False)
-    assert no_custom_op[0] != everything[0], "a C++ file less is another build"
-    assert digests("no-distributed", distributed=False)[0] not in (everything[0], no_custom_op[0])
-    compiled = ("custom_op", "distributed", "compile", "profiler", "kernel_families", "graphs", "native_operators")
-    compiled += ("backend_meta",)
-    for name in compiled[2:]:
-        assert digests(f"no-{name}", **{name: False})[0] != everything[0], f"{name} changes the C++"
-    compiled_off = dict.fromkeys(compiled, False)
+    assert off["distributed"][0] != off["custom_op"][0], "each compiled feature off is a build of its own"
+    compiled = [feature for feature in FEATURES if feature.compiles]
+    compiled_off = {feature.name: feature.off_answer for feature in compiled}
     no_compiled_extras = digests("no-compiled-extras", **compiled_off)
     minimal = digests("minimal", preset="minimal")
     assert minimal[0] == no_compiled_extras[0] and minimal[1] != no_compiled_extras[1]
