@@ -195,7 +195,7 @@ def test_variant_renders_what_it_promises(render, label):
             "graph_pool_handle",
         )
         capture_words = ("StreamBeginCapture", "GraphLaunch", "capture_check", "ErrorStreamCapture", "Kind::Graph")
-        pool_words = ("not_capturing_check =", "captures_into", "is_current_stream_capturing")
+        pool_words = ("not_capturing_check = &", "captures_into", "is_current_stream_capturing")
         for gone in (*graph_words, *capture_words, *pool_words):
             assert not set(files_mentioning(root, gone)) - parity, gone
     answers = yaml.safe_load((root / ".copier-answers.yml").read_text())
