@@ -34,10 +34,10 @@ SYMBOLS = {
     "opinfo_tests": ("OPINFO", "torch.testing._internal", "expecttest"),
     "distributed": ("fooccl", "distributed/Bindings.h", "run_ranks", "CCL_CHECK"),
     "compile": ("CompiledKernels", "torch_dynamo_backends", "compiled_kernel", "_inductor"),
-    "profiler": ("kineto", "REGISTER_PRIVATEUSE1_PROFILER", "MemoryHistory", "memory_history::", "memory_segments")
+    "profiler": ("kineto", "REGISTER_PRIVATEUSE1_PROFILER", "MemoryHistory", "memory_history::")
     # The driver keeps the monitoring calls' types and its seam (driver.h) whatever the features;
     # the API, its implementation and the hook that measures busy time go.
-    + ("GatheredContext", "CapturedTraceback", "DeviceGetMetric", "DeviceGetProcesses", "record_activity"),
+    + ("CapturedTraceback", "DeviceGetMetric", "DeviceGetProcesses", "record_activity"),
     "kernel_families": ("WiderDtype", "run_widened", "OpAttention", "OpHistogram", "route_sparse_ops_to_fallback")
     + ("RecurrentCells", "OpLstmCell", "OpGruCell"),
     "native_operators": ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "OpPointwise")
@@ -46,7 +46,13 @@ SYMBOLS = {
     # Stream capture is part of the driver whatever the features (csrc/runtime/emulated/capture.cpp);
     # the graph API and objects go.
     "graphs": ("FooGraph", "graph_pool_handle", "StreamBeginCapture", "GraphLaunch", "GraphDebugDotPrint")
-    + ("struct Graph ", "PrivatePool", "begin_allocate_to_pool", "new_pool_id", "is_current_stream_capturing"),
+    + (
+        "struct Graph ",
+        "GraphImplInterface",
+        "captures_into",
+        "not_capturing_check = &",
+        "is_current_stream_capturing",
+    ),
 }
 # The files of each feature that the generated README's tables name (its integration points, its
 # tests), exactly when the feature is on.
@@ -293,6 +299,13 @@ def test_what_each_feature_leaves_in_its_place(rendered, label):
     for call in ("device_metric(", "device_processes(", "stream_begin_capture(", "graph_launch(", "timestamp("):
         assert call in driver, call
     assert (root / "csrc/runtime/emulated/capture.cpp").exists()
+    # The allocator's observer, the stack traces its blocks keep, the segment listing and the private
+    # pools are general core API (csrc/core/DeviceAllocator.h), and csrc/core/Graph.h's check is in every
+    # project (without Graph.cpp nothing captures, so no check is installed and no pool is used).
+    assert "inline void check_not_capturing(" in (root / "csrc/core/Graph.h").read_text()
+    allocator = (root / "csrc/core/DeviceAllocator.h").read_text()
+    for general in ("void begin_allocate_to_pool(", "set_allocator_observer(", "memory_segments("):
+        assert general in allocator, general
     # Peer access is not a debugging tool: every project has it, beside the other device queries.
     assert "DeviceCanAccessPeer(int* canAccessPeer" in (root / "csrc/runtime/api_device.cpp").read_text()
     assert "bool can_access_peer(" in (root / "csrc/runtime/emulated/devices.cpp").read_text()

@@ -1,11 +1,14 @@
-# Compiler flags of every target: the optimisation level of each layer, OpenMP, the sanitizers.
+# Compiler flags of every target: the optimisation level, OpenMP, the sanitizers.
 #
-# The element loops live in the driver and the operator library: those compile at -O3. The layers
-# above check arguments, describe tensors to the library and keep books; most of their compile time
-# is optimising inline code from torch's headers. The layers on every operator's path (core, aten,
-# compile) compile at -O1, the others (profiler and the module, with the parts it compiles in its own
-# unit: autocast, families, custom_ops, distributed; off the per-operator path or registration only)
-# at -Og. The template's docs/build-speed.md has the measurements behind each level.
+# Two levels, each target at one of them (backend_optimise below refuses any other):
+#   BACKEND_LOOP_LEVEL  -O3  the element loops: the driver and the operator library (no torch), where
+#                            -O1 would lose the loops' vectorisation
+#   BACKEND_HOST_LEVEL  -O1  every torch-using target (core, aten, autocast, the features, the module):
+#                            they check arguments, describe tensors to the library and keep books, and
+#                            most of their compile time is optimising inline code from torch's headers
+# The template's docs/build-speed.md has the measurements behind each level.
+set(BACKEND_LOOP_LEVEL -O3)
+set(BACKEND_HOST_LEVEL -O1)
 
 # The build type's own flags (-O3 -DNDEBUG for Release, ...) are not used: the levels below are.
 set(CMAKE_BUILD_TYPE "" CACHE STRING "not used: see cmake/flags.cmake" FORCE)
@@ -31,9 +34,13 @@ if(SANITIZE)
   add_link_options(-fsanitize=${SANITIZE})
 endif()
 
-# backend_optimise(<target> <-O3|-O1|-Og>): the target's optimisation level, unless DEBUG or
-# SANITIZE decide it for the whole build.
+# backend_optimise(<target> <level>): the target's optimisation level, BACKEND_LOOP_LEVEL or
+# BACKEND_HOST_LEVEL (as its value), unless DEBUG or SANITIZE decide it for the whole build.
 function(backend_optimise target level)
+  if(NOT level STREQUAL BACKEND_LOOP_LEVEL AND NOT level STREQUAL BACKEND_HOST_LEVEL)
+    message(FATAL_ERROR "backend_optimise(${target} ${level}): the build has two levels, "
+                        "${BACKEND_LOOP_LEVEL} for element loops and ${BACKEND_HOST_LEVEL} for the rest (cmake/flags.cmake)")
+  endif()
   if(DEBUG)
     target_compile_options(${target} PRIVATE -O0 -g)
   elseif(SANITIZE)
@@ -61,18 +68,6 @@ function(backend_torch_layer target)
   endif()
 endfunction()
 
-# backend_module_sources(<target> <source>...): a part of the extension off the per-operator path that
-# registers and checks arguments (autocast, the operator families, the custom operator, the c10d
-# backend): an INTERFACE target whose sources the module compiles (csrc/python/CMakeLists.txt links
-# it), in the module's own unity unit and at its level (-Og). Each torch-using unit parses torch's
-# headers again (5 to 10 s of CPU each; the module's unit includes all of ATen anyway): one unit for all
-# of these parses them once (the template's docs/build-speed.md). Only the module links such a target,
-# so that its sources are compiled once.
-function(backend_module_sources target)
-  add_library(${target} INTERFACE)
-  target_sources(${target} INTERFACE ${ARGN})
-endfunction()
-
 # PCH: the target that compiles csrc/precompiled.h once, before every torch-using target (they reuse
 # it). GCC accepts it in a unit of another optimisation level (-O1 here, -Og or -O3 there: the
 # macros they define are the same); DEBUG and SANITIZE build it with their own flags as everything.
@@ -83,5 +78,5 @@ if(PCH)
   add_library(${NAME}_precompiled OBJECT ${PROJECT_BINARY_DIR}/precompiled.cpp)
   target_link_libraries(${NAME}_precompiled PRIVATE torch_headers)
   target_precompile_headers(${NAME}_precompiled PRIVATE ${PROJECT_SOURCE_DIR}/csrc/precompiled.h)
-  backend_optimise(${NAME}_precompiled -O1)
+  backend_optimise(${NAME}_precompiled ${BACKEND_HOST_LEVEL})
 endif()

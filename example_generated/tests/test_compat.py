@@ -2,6 +2,7 @@
 installed torch, fails naming the touchpoint and the torch version when one is missing or changed
 shape, and the replacements that remain are scoped to the device."""
 
+import ast
 import inspect
 import json
 import re
@@ -64,6 +65,99 @@ def test_the_package_touches_private_torch_api_only_through_compat():
         if "sys.meta_path" in code:  # the process-wide import hook is _compat.after_import's alone
             offenders.append(f"{path.relative_to(root)}: sys.meta_path")
     assert offenders == []
+
+
+def torch_objects_changed(tree: ast.Module) -> list[tuple[int, str]]:
+    """Where a module replaces or deletes an attribute of torch (assignment, del, setattr, delattr) or a
+    module in sys.modules: an attribute of a name bound to torch (an import of torch or from torch, a
+    value read from one, a touchpoint from _compat.resolve or owner, a module from sys.modules). Each
+    (line, code). Storing items into torch's tables (the compile workers' current device, as torch's
+    own device interfaces do) uses them and is not counted."""
+    torch_names: set[str] = set()
+
+    def from_torch(node: ast.AST) -> bool:
+        while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+            if isinstance(node, ast.Call):
+                function = node.func
+                called = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+                if called in {"resolve", "owner", "import_module"}:
+                    return True
+                if isinstance(function, ast.Name) and function.id in {"getattr", "vars"} and node.args:
+                    node = node.args[0]
+                    continue
+                node = function
+            elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.modules":
+                return True
+            else:
+                node = node.value
+        return isinstance(node, ast.Name) and node.id in torch_names
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            torch_names.update(
+                (a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"
+            )
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            torch_names.update(a.asname or a.name for a in node.names)
+    for _ in range(3):  # names bound from torch names, through up to three assignments
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and from_torch(node.value):
+                torch_names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+    changes = []
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"setattr", "delattr"}:
+            if node.args and (from_torch(node.args[0]) or ast.unparse(node.args[0]).startswith("sys.modules")):
+                changes.append((node.lineno, ast.unparse(node)))
+        changes += [
+            (node.lineno, ast.unparse(target))
+            for target in targets
+            if (isinstance(target, ast.Attribute) and from_torch(target.value))
+            or (isinstance(target, ast.Subscript) and ast.unparse(target.value) == "sys.modules")
+        ]
+    return changes
+
+
+def test_only_compat_changes_torch():
+    """The replacements of torch's objects that remain are _compat.py's, each scoped to the device: no
+    other module of the package assigns into torch."""
+    root = Path(torch_foo.__file__).parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name != "_compat.py":
+            tree = ast.parse(path.read_text())
+            offenders += [f"{path.relative_to(root)}:{line}: {text}" for line, text in torch_objects_changed(tree)]
+    assert offenders == []
+    # The check sees each way in which _compat.py itself changes torch.
+    changes = [text for _, text in torch_objects_changed(ast.parse(Path(_compat.__file__).read_text()))]
+    assert any(text.startswith("setattr(sys.modules[") for text in changes), changes
+    assert "options._resolve_auto_acc_dtype" in changes, changes
+    assert "node_class.is_cpu" in changes, changes
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\ntorch.nn.functional.relu = None",
+        "import torch.nn.functional as F\nF.relu = None",
+        "from torch.nn import functional\nsetattr(functional, 'relu', None)",
+        "import sys\nsetattr(sys.modules['torch.nn'], 'x', 1)",
+        "from . import _compat\ncls = _compat.owner('x')\ncls.method = None",
+        "import torch\nmodule = torch.nn\ndel module.Linear",
+        "import sys\nsys.modules['torch.nn'] = None",
+    ],
+)
+def test_the_torch_change_check_finds(code):
+    assert torch_objects_changed(ast.parse(code)), code
+
+
+def test_the_torch_change_check_leaves_the_package_alone():
+    code = "import torch\nclass Stream(torch.Stream):\n    pass\nStream.x = 1\nvalue = {}\nvalue['a'] = torch.ones(1)"
+    assert torch_objects_changed(ast.parse(code)) == []
 
 
 def test_a_missing_touchpoint_is_named_with_the_torch_version(monkeypatch):
@@ -292,3 +386,19 @@ def test_linear_cross_entropy_accumulates_as_on_the_cpu():
 
     for on_device, on_cpu in zip(run(DEVICE), run("cpu"), strict=True):
         assert torch.equal(on_device, on_cpu)
+
+
+def test_the_linear_cross_entropy_replacement_answers_only_for_the_device():
+    policy = _compat.resolve("numerics.linear_cross_entropy_policy")
+    resolve_dtype = _compat.resolve("numerics.linear_cross_entropy_resolve")
+    original_policy, original_resolve = inspect.unwrap(policy), inspect.unwrap(resolve_dtype)
+    assert original_policy is not policy and original_resolve is not resolve_dtype, "no replacement"
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        for device_type in (None, "cpu", "cuda", "meta"):
+            assert policy(device_type, dtype) == original_policy(device_type, dtype)
+            device = None if device_type is None else torch.device(device_type)
+            assert resolve_dtype(dtype, device) == original_resolve(dtype, device)
+        assert policy(DEVICE, dtype) == original_policy("cpu", dtype)
+        assert resolve_dtype(dtype, torch.device(DEVICE, 0)) == original_resolve(dtype, torch.device("cpu"))
+    _compat.linear_cross_entropy_as_cpu(DEVICE)  # again: changes nothing
+    assert _compat.resolve("numerics.linear_cross_entropy_policy") is policy

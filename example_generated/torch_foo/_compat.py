@@ -16,10 +16,13 @@ naming every touchpoint that changed and the torch version, instead of an Attrib
 a compile or a collective. A new torch release: run tests/test_compat.py, fix what it names, and update
 ``CHECKED_WITH``.
 
-Where torch has no registration API, the replacements that remain are scoped to this device
-(``schedule_device_nodes_as_cpp``, and under torch 2.14 ``trace_in_graph``): they change nothing for
-any other device. The one process-wide change is ``after_import``'s finder on ``sys.meta_path``, which
-waits for the compiler's modules (from torch 2.15 on, torch._dynamo only) and finds nothing itself.
+Where torch has no registration API, the replacements that remain are here, and scoped to this
+device: they change nothing for any other device. No other module of the package assigns into torch
+(tests/test_compat.py checks it). ``linear_cross_entropy_as_cpu`` gives the device the CPU's
+numerics choices (_numerics.py calls it); ``schedule_device_nodes_as_cpp`` and, under torch 2.14,
+``trace_in_graph`` serve the compiler. The one process-wide change is ``after_import``'s finder on
+``sys.meta_path``, which waits for the compiler's modules (from torch 2.15 on, torch._dynamo only)
+and finds nothing itself.
 The C++ touchpoints are in csrc/compat/TorchCompat.h. docs/integration/compat.md in the template
 repository lists both sides.
 """
@@ -101,7 +104,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch.nn.modules.linear_cross_entropy_options",
         "_auto_acc_policy",
         "F.linear_cross_entropy's 'auto' accumulation policy: replaced by a function that answers as for "
-        "the CPU for this device and calls the original for every other device (_numerics.py)",
+        "the CPU for this device and calls the original for every other device (linear_cross_entropy_as_cpu)",
         f"{NO_PUBLIC_API}: the policy is chosen by device type, with no registration for a new one",
         parameters=("device_type", "dtype"),
         required=False,
@@ -112,7 +115,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "torch.nn.modules.linear_cross_entropy_options",
         "LinearCrossEntropyOptions._resolve_auto_acc_dtype",
         "the same choice for the 'auto' accumulation dtype; replaced by a function that answers as for "
-        "the CPU for this device and calls the original for every other device (_numerics.py)",
+        "the CPU for this device and calls the original for every other device (linear_cross_entropy_as_cpu)",
         parameters=("dtype", "device"),
         required=False,
     ),
@@ -620,6 +623,34 @@ def check(feature: str) -> None:
 # --- The replacements that remain where torch has no registration API, scoped to the device.
 
 _MARK = "_torch_foo_device_type"
+
+
+def linear_cross_entropy_as_cpu(name: str) -> None:
+    """Gives device type `name` the CPU's "auto" accumulation policy and dtype in F.linear_cross_entropy's
+    chunked path (touchpoints numerics.*, which say why; _numerics.py decides to). For every other
+    device torch's own functions answer. Idempotent. Raises TorchCompatError if "numerics" changed."""
+    check("numerics")
+    resolve_dtype = resolve("numerics.linear_cross_entropy_resolve")
+    options = owner("numerics.linear_cross_entropy_resolve")
+    if getattr(resolve_dtype, _MARK, None) == name:
+        return
+    # The policy is chosen in a function of the device type, which the module calls by its global name.
+    policy = resolve("numerics.linear_cross_entropy_policy")
+    where = touchpoint("numerics.linear_cross_entropy_policy")
+
+    def policy_as_cpu(device_type: str | None, dtype: torch.dtype) -> str:  # the parameters torch passes
+        return policy("cpu" if device_type == name else device_type, dtype)
+
+    def resolve_as_cpu(dtype: torch.dtype, device: torch.device | None) -> torch.dtype | None:
+        if device is not None and device.type == name:
+            device = torch.device("cpu")
+        return resolve_dtype(dtype, device)
+
+    for replacement, original in ((policy_as_cpu, policy), (resolve_as_cpu, resolve_dtype)):
+        setattr(replacement, _MARK, name)
+        replacement.__wrapped__ = original
+    setattr(sys.modules[where.module], where.attribute, policy_as_cpu)
+    options._resolve_auto_acc_dtype = staticmethod(resolve_as_cpu)
 
 
 def schedule_device_nodes_as_cpp(device_type: str) -> None:

@@ -10,6 +10,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "../kernels/native.h"
 #include "OpLibrary.h"
 
 namespace torch_foo {

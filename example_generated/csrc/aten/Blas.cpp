@@ -11,20 +11,19 @@
 // fallback, which raises what the CPU raises where the CPU refuses them.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/addmm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/addmm_ops.h>
-#include <ATen/ops/baddbmm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/baddbmm_ops.h>
-#include <ATen/ops/bmm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/mm_meta.h> // compat: structured meta function (compat/TorchCompat.h)
 #include <ATen/ops/mm_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "../compat/StructuredMeta.h"
+
 #include <optional>
 
+#include "../kernels/native.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 

@@ -4,73 +4,27 @@
 // operators (at::_convolution selects ConvBackend::Overrideable for devices it does not know). Their
 // default kernels only raise, so the CPU fallback cannot help: a backend must implement them.
 // PyTorch has already checked shapes and parameters (and added the batch dimension) when they are
-// called. The host allocates the results; the operator library computes them
-// (fooOpConvolution: on hardware, the vendor's convolution routines).
+// called. This file registers them and widens complex32; Convolution.h's two functions compute them:
+// with the operator library's kernels where the project has them (ConvolutionKernels.cpp, the
+// native_operators answer), else with PyTorch's CPU convolution through the fallback
+// (ConvolutionOnCpu.cpp).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <array>
 #include <optional>
 #include <tuple>
-#include <vector>
 
-#include "OpLibrary.h"
+#include "Convolution.h"
 
 namespace torch_foo {
 namespace {
-
-struct ConvParams {
-  std::vector<int64_t> stride;
-  std::vector<int64_t> padding;
-  std::vector<int64_t> dilation;
-  bool transposed;
-  std::vector<int64_t> output_padding;
-  int64_t groups;
-
-  fooConvolutionParams op() const {
-    fooConvolutionParams p{};
-    p.spatial_dims = static_cast<int>(stride.size());
-    TORCH_CHECK(p.spatial_dims >= 1 && p.spatial_dims <= 3, "foo convolutions have 1 to 3 spatial dimensions");
-    for (int d = 0; d < p.spatial_dims; ++d) {
-      p.stride[d] = stride[d];
-      p.padding[d] = padding[d];
-      p.dilation[d] = dilation[d];
-      p.output_padding[d] = d < static_cast<int>(output_padding.size()) ? output_padding[d] : 0;
-    }
-    p.transposed = transposed ? 1 : 0;
-    p.groups = groups;
-    return p;
-  }
-};
-
-fooTensor op_tensor_or_none(const at::Tensor& t) {
-  if (t.defined() && t.numel() > 0) {
-    return op_tensor(t);
-  }
-  fooTensor none{};
-  return none;
-}
 
 // complex32 (which the library has no type for) is computed in complex64, as CUDA's kernels compute
 // it; the CPU's kernels round to half precision between steps instead.
 at::Tensor in_complex64(const at::Tensor& t) {
   return t.to(c10::kComplexFloat);
-}
-
-std::vector<int64_t> output_size(const at::Tensor& input, const at::Tensor& weight, const ConvParams& p) {
-  std::vector<int64_t> size{input.size(0), p.transposed ? weight.size(1) * p.groups : weight.size(0)};
-  for (int64_t d = 0; d < input.dim() - 2; ++d) {
-    const int64_t in = input.size(d + 2);
-    const int64_t kernel_extent = p.dilation[d] * (weight.size(d + 2) - 1) + 1;
-    size.push_back(
-        p.transposed ? (in - 1) * p.stride[d] - 2 * p.padding[d] + kernel_extent + p.output_padding[d]
-                     : (in + 2 * p.padding[d] - kernel_extent) / p.stride[d] + 1);
-  }
-  return size;
 }
 
 at::Tensor convolution(
@@ -99,19 +53,7 @@ at::Tensor convolution(
                groups)
         .to(c10::kComplexHalf);
   }
-  const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), transposed, output_padding.vec(), groups};
-  const c10::DeviceGuard guard(input.device());
-  at::Tensor output = at::empty(output_size(input, weight, p), input.options(), input.suggest_memory_format());
-  if (output.numel() == 0) {
-    return output;
-  }
-  const fooConvolutionParams params = p.op();
-  const fooTensor in = op_tensor(input);
-  const fooTensor w = op_tensor(weight);
-  const fooTensor b = op_tensor_or_none(bias.has_value() ? *bias : at::Tensor());
-  fooTensor out = op_tensor(output);
-  FOO_OP_CHECK(fooOpConvolution(&params, &in, &w, &b, &out, current_stream()));
-  return output;
+  return run_convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
@@ -140,22 +82,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const auto narrow = [](const at::Tensor& t) { return t.defined() ? t.to(c10::kComplexHalf) : t; };
     return {narrow(gi), narrow(gw), narrow(gb)};
   }
-  const ConvParams p{stride.vec(), padding.vec(), dilation.vec(), transposed, output_padding.vec(), groups};
-  const c10::DeviceGuard guard(input.device());
-  at::Tensor grad_input = output_mask[0] ? at::empty_like(input) : at::Tensor();
-  at::Tensor grad_weight = output_mask[1] ? at::empty_like(weight) : at::Tensor();
-  at::Tensor grad_bias = output_mask[2] ? at::empty({grad_output.size(1)}, grad_output.options()) : at::Tensor();
-  std::array<fooTensor, 3> grads{
-      op_tensor_or_none(grad_input), op_tensor_or_none(grad_weight), op_tensor_or_none(grad_bias)};
-  if (grads[0].data != nullptr || grads[1].data != nullptr || grads[2].data != nullptr) {
-    const fooConvolutionParams params = p.op();
-    const fooTensor go = op_tensor(grad_output);
-    const fooTensor in = op_tensor(input);
-    const fooTensor w = op_tensor(weight);
-    const fooStream_t stream = current_stream();
-    FOO_OP_CHECK(fooOpConvolutionBackward(&params, &go, &in, &w, &grads[0], &grads[1], &grads[2], stream));
-  }
-  return {grad_input, grad_weight, grad_bias};
+  return run_convolution_backward(
+      grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask);
 }
 
 } // namespace

@@ -1,5 +1,5 @@
 // Native elementwise kernels: add, sub, mul, div (functional, in-place and out=), fill_ and zero_.
-// Activations and optimizer updates are in Pointwise.cpp.
+// Activations and optimizer updates have native kernels of their own with the native_operators answer.
 //
 // These are the operators a model calls most, written the way a device backend writes them: the
 // host decides the result dtype (PyTorch's type promotion), checks devices, broadcasts shapes and
@@ -16,8 +16,6 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/native/BinaryOps.h> // compat: alpha_check, sub_check (compat/TorchCompat.h)
-#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/fill_ops.h>
@@ -33,6 +31,7 @@
 #include <optional>
 #include <utility>
 
+#include "../compat/OperatorHelpers.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 

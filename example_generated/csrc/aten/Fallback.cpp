@@ -25,13 +25,20 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
-#include "../core/Graph.h"
-#include "../families/WiderDtypes.h"
 #include "Copy.h"
 #include "SchemaFacts.h"
 
 namespace torch_foo {
 namespace {
+
+// The features' seams (Fallback.h), filled before main by their files' static initialisers and only
+// read afterwards. Constant-initialised: null before any initialiser runs, whatever the order.
+constinit FallbackCheck feature_check = nullptr;
+constinit FallbackRunner feature_runner = nullptr;
+constexpr size_t kMaxRoutings = 4;
+constinit FallbackRouting feature_routings[kMaxRoutings] = {};
+constinit size_t routing_count = 0;
+constinit const char* conflict = nullptr; // the feature that found its seam taken, reported when the module loads
 
 // Raises if the arguments of `op` live on two different foo devices, as CUDA kernels do (the
 // fallback would otherwise quietly compute with both).
@@ -214,26 +221,30 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
       op.schema().operator_name(),
       " has no foo kernel, and the CPU fallback cannot run it: the CPU has no kernel of it either (no ",
       cpu_key,
-      " kernel: PyTorch has kernels of it for other devices only, so foo needs one of its own)");
+      " kernel: PyTorch has kernels of it for other devices only, so foo needs one of its own)",
+      // Only without the kernel_families answer, whose fused cells are all such operators.
+      op.schema().name().rfind("aten::_thnn_fused_", 0) == 0
+          ? ". nn.LSTM, nn.GRU and their cells need it: render the project with the kernel_families answer, which "
+            "includes the fused recurrent cells"
+          : "");
   check_same_device(op, *stack);
-  graphs::check_not_capturing(
-      current_device(),
-      "operator " + op.schema().operator_name().name + " (it has no foo kernel: the CPU fallback runs it)",
-      "the fallback copies its tensors to the host and waits for the device");
+  if (feature_check != nullptr) {
+    feature_check(op);
+  }
   const OpFacts& facts = facts_for(op);
   if (!facts.generators.empty()) {
     seed_cpu_generators(facts, op, stack);
   }
   // Profilers see the operator, not the dozen it runs here (copies to the CPU and back, the CPU
   // kernel): its copies are attributed to it, and profiling a model that falls back costs what it
-  // costs on the CPU instead of several times more (benchmarks/bench_profiler.py). Without a
+  // costs on the CPU instead of several times more. Without a
   // profiler (no callbacks) there is nothing to hide, and switching costs more than a small copy.
   std::optional<at::DisableRecordFunctionGuard> record_only_the_operator;
   if (at::hasCallbacks()) {
     record_only_the_operator.emplace();
   }
-  if (run_widened(op, stack, cpu_key)) {
-    return; // a dtype that CUDA supports and the CPU kernel does not
+  if (feature_runner != nullptr && feature_runner(op, stack, cpu_key)) {
+    return; // the feature ran it (a dtype that CUDA supports and the CPU kernel does not)
   }
   if (run_direct(facts, op, stack, cpu_key)) {
     return;
@@ -243,6 +254,39 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+FallbackExtension::FallbackExtension(
+    const char* feature, FallbackCheck check, FallbackRunner runner, FallbackRouting routing) {
+  // No exception can leave a static initialiser: a conflict is kept for route_ops_to_fallback to raise.
+  if ((check != nullptr && feature_check != nullptr) || (runner != nullptr && feature_runner != nullptr) ||
+      (routing != nullptr && routing_count == kMaxRoutings)) {
+    conflict = feature;
+    return;
+  }
+  if (check != nullptr) {
+    feature_check = check;
+  }
+  if (runner != nullptr) {
+    feature_runner = runner;
+  }
+  if (routing != nullptr) {
+    feature_routings[routing_count++] = routing;
+  }
+}
+
+void route_ops_to_fallback() {
+  TORCH_CHECK(
+      conflict == nullptr,
+      "the CPU fallback's seam that ",
+      conflict,
+      " fills is taken already (csrc/aten/Fallback.h: one check, one runner and ",
+      kMaxRoutings,
+      " routings)");
+  route_structured_ops_to_fallback();
+  for (size_t i = 0; i < routing_count; ++i) {
+    feature_routings[i]();
+  }
 }
 
 } // namespace torch_foo

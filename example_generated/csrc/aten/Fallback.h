@@ -14,7 +14,7 @@ namespace torch_foo {
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // The same for an operator dispatched on another key: runs the kernel registered for `cpu_key`, the
-// CPU key of that functionality (SparseCPU for Sparsefoo: families/Sparse.cpp).
+// CPU key of that functionality (SparseCPU for Sparsefoo, where the kernel_families answer has sparse tensors).
 void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
 
 // Sends the functional and in-place variants of PyTorch's structured operators straight to the
@@ -28,8 +28,34 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
 // kernel (mish_backward, silu_backward): in bfloat16 a decomposition rounds after every step and
 // differs from the kernel. A device that implements such an operator registers its kernel, which
 // takes precedence.
-// Called once when the Python module loads, after all kernels of this library are registered.
+// Called once by route_ops_to_fallback().
 void route_structured_ops_to_fallback();
+
+// Called once when the Python module loads, after all kernels of this library are registered:
+// route_structured_ops_to_fallback(), then the routing of each feature that added one.
+void route_ops_to_fallback();
+
+// ---- the seams of the optional features ---------------------------------------------------------
+// A feature that changes what the fallback does fills one of these from a file of its own, at static
+// initialisation (a namespace-scope FallbackExtension), so that this layer names no feature. Each
+// is empty without its feature; the fallback tests one pointer per call.
+
+// Raises when `op` must not run on the fallback now (the graphs answer: not while the current
+// stream is being captured).
+using FallbackCheck = void (*)(const c10::OperatorHandle& op);
+// Runs `op` its own way and returns true, or returns false with the stack untouched (the
+// kernel_families answer: the dtypes CUDA has and the CPU lacks).
+using FallbackRunner = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
+// Sends more operators to the fallback, once, when the Python module loads (route_ops_to_fallback;
+// the kernel_families answer: the sparse operators).
+using FallbackRouting = void (*)();
+
+// What a feature adds to the fallback: any of the three, null for the others. At most one check and
+// one runner in a process, and four routings: one more makes route_ops_to_fallback() raise, when
+// the module loads.
+struct FallbackExtension {
+  FallbackExtension(const char* feature, FallbackCheck check, FallbackRunner runner, FallbackRouting routing);
+};
 
 // Names of the operators that ran through the fallback in this process, sorted.
 std::vector<std::string> fallback_ops();

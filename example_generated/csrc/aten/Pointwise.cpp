@@ -25,6 +25,7 @@
 #include <tuple>
 #include <utility>
 
+#include "../kernels/native.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 

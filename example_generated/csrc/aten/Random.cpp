@@ -12,9 +12,8 @@
 // CPU fallback with a CPU generator seeded from the device generator (Fallback.cpp).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #ifndef AT_PER_OPERATOR_HEADERS
-#define AT_PER_OPERATOR_HEADERS // DistributionTemplates.h: per-operator headers, not ATen/Functions.h
+#define AT_PER_OPERATOR_HEADERS // compat/Distributions.h: per-operator headers, not ATen/Functions.h
 #endif
-#include <ATen/native/DistributionTemplates.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -22,6 +21,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "../compat/Distributions.h"
 #include "../core/Generator.h"
 #include "OpLibrary.h"
 

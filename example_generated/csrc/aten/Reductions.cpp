@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../core/DeviceAllocator.h"
+#include "../kernels/native.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 

@@ -6,15 +6,15 @@
 // block and copies the old bytes on the device (DeviceAllocator.cpp), never through the host.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #ifndef AT_PER_OPERATOR_HEADERS
-#define AT_PER_OPERATOR_HEADERS // ATen/native/Resize.h: per-operator headers, not ATen/NativeFunctions.h (slower)
+#define AT_PER_OPERATOR_HEADERS // compat/OperatorHelpers.h: per-operator headers, not ATen/NativeFunctions.h (slower)
 #endif
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/set_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "../compat/OperatorHelpers.h"
 #include "../core/DeviceAllocator.h"
 
 namespace torch_foo {

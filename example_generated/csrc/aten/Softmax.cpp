@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "../core/DeviceAllocator.h"
+#include "../kernels/native.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 

@@ -12,13 +12,13 @@
 // watchdog); Arguments.h has the checks, Staging.h the flat buffers; Work.h the Work objects.
 //
 // This file and GlooTransport.cpp include the c10d headers, which include all of ATen.
-#include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <mutex>
 #include <optional>
 #include <tuple>
 
+#include "../compat/PythonBindings.h"
 #include "Arguments.h"
 #include "Bindings.h"
 #include "Communicator.h"

@@ -21,7 +21,6 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/DispatchStub.h>
-#include <ATen/native/transformers/attention.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
@@ -38,6 +37,7 @@
 #include <tuple>
 
 #include "../aten/OpLibrary.h"
+#include "../compat/Attention.h"
 #include "../core/Generator.h"
 #include "../kernels/attention.h"
 

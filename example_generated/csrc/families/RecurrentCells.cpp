@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "../aten/OpLibrary.h"
+#include "../kernels/recurrent.h"
 
 namespace torch_foo {
 namespace {

@@ -18,8 +18,8 @@
 // sparse kernel (Fallback.cpp): sparse and dense arguments are copied to the CPU, the kernel that
 // the same call on CPU tensors would run (SparseCPU, SparseCsrCPU) runs, and results come back as
 // foo tensors. A device with sparse kernels registers them for these keys; they take precedence.
-#include "Sparse.h"
-
+// That routing fills a seam of the fallback (csrc/aten/Fallback.h), run once when the Python module
+// loads, after all kernels of this library are registered.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -192,8 +192,9 @@ void route(c10::DispatchKey cpu_key, c10::DispatchKey device_key) {
   }
 }
 
-} // namespace
-
+// Sends every operator that has a sparse CPU kernel (SparseCPU, SparseCsrCPU) and no sparse
+// foo kernel to the CPU fallback with that kernel, ahead of PyTorch's generic dense
+// implementations.
 void route_sparse_ops_to_fallback() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -201,6 +202,11 @@ void route_sparse_ops_to_fallback() {
     route<&sparse_compressed_fallback>(c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1);
   });
 }
+
+const FallbackExtension sparse_routing(
+    "kernel_families (sparse tensors)", nullptr, nullptr, &route_sparse_ops_to_fallback);
+
+} // namespace
 
 // COO.
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {

@@ -14,8 +14,10 @@
 // through this table or a path of its own (WiderDtypeOps.cpp: histc of integers, FFTs of half
 // tensors, nansum of complex tensors). A real device lists here the operators its own kernels
 // lack, or implements them.
-#include "WiderDtypes.h"
-
+//
+// run_widened fills the fallback's runner seam (csrc/aten/Fallback.h): the fallback offers it every
+// operator it runs, and it takes those whose arguments hold a dtype of the table. `cpu_key` is the
+// CPU kernel's key (CPU, or SparseCPU / SparseCsrCPU for sparse arguments).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -25,6 +27,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/ScalarType.h>
+
+#include "../aten/Fallback.h"
 
 namespace torch_foo {
 namespace {
@@ -204,8 +208,9 @@ std::optional<ScalarType> wider(ScalarType dtype, const Widening& w) {
 
 thread_local bool widening = false;
 
-} // namespace
-
+// Runs `op` through the CPU fallback in a wider dtype when its arguments hold a dtype that CUDA's
+// kernel accepts and the CPU's does not, and narrows the results back to what CUDA returns.
+// Returns false, with the stack untouched, when no widening applies.
 bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   if (widening) {
     return false;
@@ -315,4 +320,7 @@ bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
   return true;
 }
 
+const FallbackExtension wider_dtypes("kernel_families (wider dtypes)", nullptr, &run_widened, nullptr);
+
+} // namespace
 } // namespace torch_foo

@@ -5,7 +5,7 @@
 // KinetoSession.cpp.)
 //
 // A real device keeps this file: it uses only the events of runtime.h.
-#include <torch/csrc/profiler/stubs/base.h>
+#include "../compat/Kineto.h" // ProfilerStubs; first: it configures torch's profiler headers
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/ApproximateClock.h>

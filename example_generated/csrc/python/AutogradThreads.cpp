@@ -23,8 +23,8 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/utils/pybind.h>
+#include <pybind11/pybind11.h>
+#include <torch/autograd.h>
 
 namespace torch_foo {
 

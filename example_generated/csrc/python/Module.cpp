@@ -2,8 +2,9 @@
 //
 // Loading this module registers everything in C++ (kernels, allocator, guard, hooks: static
 // initialisers in the other files). The functions below back the device module torch.foo;
-// they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. This is the only file
-// that includes pybind11, whose headers are slow to compile.
+// they are private (_-prefixed) and wrapped in Python by torch_foo/*.py. The optional features bind
+// their own functions from their files in this directory (Bindings.h). The files of this directory are
+// the only ones that include pybind11, whose headers are slow to compile: the module's unit parses them once.
 #include <ATen/Context.h>
 #pragma GCC diagnostic push // as in HostAllocator.cpp: the header's alignment warning
 #pragma GCC diagnostic ignored "-Winterference-size"
@@ -11,31 +12,24 @@
 #pragma GCC diagnostic pop
 #include <c10/core/DeviceGuard.h>
 
-#include "../compat/PythonBindings.h" // libtorch_python's internals (THPEvent, THPGenerator, tracebacks)
+#include <exception>
+
+#include "../compat/PythonBindings.h" // libtorch_python's internals (THPEvent, THPGenerator)
 #include "AutogradThreads.h"
+#include "Bindings.h"
 
 #include "../aten/Fallback.h"
-#include "../compile/CompiledKernels.h"
 #include "../core/Device.h"
 #include "../core/DeviceAllocator.h"
 #include "../core/Exception.h"
 #include "../core/Generator.h"
-#include "../core/MemoryHistory.h"
 #include "../core/Stream.h"
 #include "../core/TorchVersion.h"
-#include "../distributed/Bindings.h"
-#include "../families/Sparse.h"
 
 namespace py = pybind11;
 
 namespace torch_foo {
 namespace {
-
-// A device index from Python, validated before it is narrowed.
-c10::DeviceIndex checked(int64_t device) {
-  check_device_index(device);
-  return static_cast<c10::DeviceIndex>(device);
-}
 
 py::dict device_properties(c10::DeviceIndex device) {
   fooDeviceProp prop{};
@@ -165,189 +159,10 @@ py::dict host_memory_stats() {
   return d;
 }
 
-// A runtime query for the monitoring functions (torch.foo.utilization, temperature, ...).
-// NotSupported becomes RuntimeError naming the sensor, as torch.cuda's raise without NVML.
-uint64_t device_metric(c10::DeviceIndex device, int metric) {
-  uint64_t value = 0;
-  FOO_CHECK(fooDeviceGetMetric(device, static_cast<fooDeviceMetric>(metric), &value));
-  return value;
-}
-
-// (pid, bytes) of each process that holds memory of `device`.
-std::vector<std::pair<int, size_t>> device_processes(c10::DeviceIndex device) {
-  unsigned int count = 0;
-  FOO_CHECK(fooDeviceGetProcesses(device, nullptr, &count));
-  std::vector<fooProcessInfo> processes(count);
-  FOO_CHECK(fooDeviceGetProcesses(device, processes.data(), &count));
-  std::vector<std::pair<int, size_t>> result;
-  for (unsigned int i = 0; i < count && i < processes.size(); ++i) {
-    result.emplace_back(processes[i].pid, processes[i].usedMemory);
-  }
-  return result;
-}
-
 bool can_access_peer(c10::DeviceIndex device, c10::DeviceIndex peer) {
   int access = 0;
   FOO_CHECK(fooDeviceCanAccessPeer(&access, device, peer));
   return access != 0;
-}
-
-// torch.compile's kernels (torch_foo/_inductor/kernels.py): launches a loaded kernel on the current
-// stream of `device` with the generated code's arguments, packed into its parameter block.
-void launch_compiled_kernel_with(uintptr_t handle, int64_t device, const py::args& args) {
-  const CompiledKernel& kernel = compiled_kernel(handle);
-  TORCH_CHECK(
-      args.size() == param_count(kernel),
-      "compiled kernel: expected ",
-      param_count(kernel),
-      " arguments, got ",
-      args.size());
-  const c10::Device expected(c10::DeviceType::PrivateUse1, checked(device));
-  c10::SmallVector<KernelParam, 16> params(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const py::handle arg = args[i];
-    py::detail::make_caster<at::Tensor> tensor;
-    if (tensor.load(arg, false)) {
-      const at::Tensor& t = tensor;
-      TORCH_CHECK(t.device() == expected, "compiled kernel: argument ", i, " is on ", t.device(), ", not ", expected);
-      params[i].pointer = t.data_ptr();
-    } else if (PyLong_Check(arg.ptr())) {
-      params[i].integer = arg.cast<int64_t>();
-    } else if (PyFloat_Check(arg.ptr())) {
-      params[i].real = arg.cast<double>();
-    } else {
-      TORCH_CHECK(false, "compiled kernel: argument ", i, " is neither a tensor nor a number");
-    }
-  }
-  launch_compiled_kernel(kernel, expected.index(), params.data());
-}
-
-// Memory history and snapshots (torch_foo/memory.py), in CUDA's format: see MemoryHistory.h.
-std::shared_ptr<c10::GatheredContext> gather_python_frames() {
-  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/false);
-}
-
-std::shared_ptr<c10::GatheredContext> gather_python_and_cpp_frames() {
-  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, /*cpp=*/true);
-}
-
-void record_memory_history(
-    const std::optional<std::string>& enabled,
-    const std::optional<std::string>& context,
-    const std::string& stacks,
-    int64_t max_entries,
-    bool clear_history) {
-  TORCH_CHECK(
-      !enabled || *enabled == "state" || *enabled == "all",
-      "enabled must be None, 'state' or 'all', not '",
-      *enabled,
-      "'");
-  TORCH_CHECK(
-      !context || *context == "state" || *context == "alloc" || *context == "all",
-      "context must be None, 'state', 'alloc' or 'all', not '",
-      *context,
-      "'");
-  TORCH_CHECK(stacks == "python" || stacks == "all", "stacks must be 'python' or 'all', not '", stacks, "'");
-  TORCH_CHECK(max_entries >= 0, "max_entries must be non-negative, not ", max_entries);
-  using memory_history::Context;
-  Context when = Context::Never;
-  if (enabled && context) {
-    when = *context == "all" ? Context::All : *context == "alloc" ? Context::Alloc : Context::State;
-  }
-  memory_history::Recorder recorder = nullptr;
-  if (when != Context::Never) {
-    torch::installCapturedTracebackPython(); // lets CapturedTraceback read Python frames
-    recorder = &gather_python_frames;
-    if (stacks == "all") {
-      torch::unwind::unwind(); // loads the unwinder's tables now rather than at the first allocation
-      recorder = &gather_python_and_cpp_frames;
-    }
-  }
-  const bool history = enabled && *enabled == "all";
-  memory_history::configure(history, when, history ? static_cast<size_t>(max_entries) : 0, recorder, clear_history);
-}
-
-py::dict memory_snapshot() {
-  const auto segments = memory_segments();
-  const auto traces = memory_history::entries(static_cast<size_t>(device_count()));
-  // Stack traces are symbolized together at the end (frames shared between traces are made once).
-  std::vector<torch::CapturedTraceback*> tracebacks;
-  std::vector<py::dict> owners;
-  const auto add_frames = [&](const py::dict& d, const std::shared_ptr<c10::GatheredContext>& context) {
-    if (auto* traceback = dynamic_cast<torch::CapturedTraceback*>(context.get())) {
-      tracebacks.push_back(traceback);
-      owners.push_back(d);
-    } else {
-      d["frames"] = py::list();
-    }
-  };
-  py::list segment_list;
-  for (const SegmentInfo& segment : segments) {
-    py::dict d;
-    d["device"] = segment.device;
-    d["address"] = segment.address;
-    d["total_size"] = segment.total_size;
-    d["allocated_size"] = segment.allocated_size;
-    d["active_size"] = segment.active_size;
-    d["requested_size"] = segment.requested_size;
-    d["stream"] = segment.stream;
-    d["segment_type"] = segment.small ? "small" : "large";
-    d["segment_pool_id"] = py::make_tuple(segment.pool.first, segment.pool.second);
-    d["is_expandable"] = false;
-    d["frames"] = py::list();
-    py::list blocks;
-    uintptr_t address = segment.address;
-    for (const BlockInfo& block : segment.blocks) {
-      py::dict b;
-      b["address"] = address;
-      b["size"] = block.size;
-      b["requested_size"] = block.requested;
-      b["state"] = block.allocated ? "active_allocated" : block.active ? "active_pending_free" : "inactive";
-      add_frames(b, block.context);
-      blocks.append(b);
-      address += block.size;
-    }
-    d["blocks"] = blocks;
-    segment_list.append(d);
-  }
-  static const char* const actions[] = {
-      "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom"};
-  py::list device_traces;
-  for (const auto& trace : traces) {
-    py::list entries;
-    for (const memory_history::Entry& entry : trace) {
-      py::dict e;
-      e["action"] = actions[static_cast<int>(entry.action)];
-      e[entry.action == memory_history::Action::Oom ? "device_free" : "addr"] = entry.address;
-      e["size"] = entry.size;
-      e["stream"] = entry.stream;
-      e["time_us"] = entry.time_us;
-      add_frames(e, entry.context);
-      entries.append(e);
-    }
-    device_traces.append(entries);
-  }
-  const torch::SymbolizedTracebacks symbolized = torch::symbolize(tracebacks);
-  std::vector<py::dict> frames; // each distinct frame once, shared by the lists that contain it
-  for (const auto& frame : symbolized.all_frames) {
-    py::dict f;
-    f["filename"] = frame.filename;
-    f["name"] = frame.funcname;
-    f["line"] = frame.lineno;
-    frames.push_back(std::move(f));
-  }
-  for (size_t i = 0; i < symbolized.tracebacks.size(); ++i) {
-    py::list list;
-    for (const uint64_t index : symbolized.tracebacks[i]) {
-      list.append(frames.at(index));
-    }
-    owners[i]["frames"] = list;
-  }
-  py::dict result;
-  result["segments"] = segment_list;
-  result["device_traces"] = device_traces;
-  result["allocator_settings"] = py::dict();
-  return result;
 }
 
 // torch.foo.init(): the backend's checks (PyTorch runs the hooks' init() once per process: not a
@@ -367,6 +182,26 @@ bool is_initialized(c10::DeviceIndex device) {
 }
 
 } // namespace
+
+// The list of FeatureBindings, constant-initialised (empty before any feature's initialiser runs).
+constinit FeatureBindings* first_feature = nullptr;
+constinit FeatureBindings* last_feature = nullptr;
+
+FeatureBindings::FeatureBindings(const char* feature, Bind bind) : feature_(feature), bind_(bind) {
+  (last_feature != nullptr ? last_feature->next_ : first_feature) = this;
+  last_feature = this;
+}
+
+void FeatureBindings::bind_all(pybind11::module_& module) {
+  for (FeatureBindings* f = first_feature; f != nullptr; f = f->next_) {
+    try {
+      f->bind_(module);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "the bindings of ", f->feature_, " failed: ", e.what());
+    }
+  }
+}
+
 } // namespace torch_foo
 
 // The torch version this extension is compiled against, as text in the file: torch_foo/_version.py
@@ -375,8 +210,7 @@ static __attribute__((used)) const char kBuiltWithTorch[] = "torch_foo built wit
 
 PYBIND11_MODULE(_C, m) {
   namespace ns = torch_foo;
-  ns::route_structured_ops_to_fallback();
-  ns::route_sparse_ops_to_fallback();
+  ns::route_ops_to_fallback();
   m.doc() = "C++ part of the foo backend (private; use torch.foo)";
   m.def("_torch_version", [] { return std::string(ns::kTorchVersion); });
   m.def("_device_count", [] { return static_cast<int>(ns::device_count()); });
@@ -387,16 +221,6 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_synchronize", torch::wrap_pybind_function_no_gil([](int64_t device) { ns::synchronize(ns::checked(device)); }));
   m.def("_init", &ns::init);
-  // Graphs (torch_foo/graphs.py; torch.accelerator.Graph itself is csrc/core/Graph.cpp).
-  m.def("_graph_pool_handle", [] {
-    const c10::MempoolId_t id = ns::new_pool_id(/*for_graph=*/false);
-    return py::make_tuple(id.first, id.second);
-  });
-  m.def("_is_current_stream_capturing", [] {
-    fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
-    FOO_CHECK(fooStreamIsCapturing(ns::current_stream(), &status));
-    return status != fooStreamCaptureStatusNone;
-  });
   m.def("_is_initialized", [](int64_t device) { return ns::is_initialized(ns::checked(device)); });
   m.def(
       "_finish_autograd_device_thread", [](int64_t device) { ns::finish_autograd_device_thread(ns::checked(device)); });
@@ -406,9 +230,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_can_access_peer", [](int64_t device, int64_t peer) {
     return ns::can_access_peer(ns::checked(device), ns::checked(peer));
   });
-  // Monitoring (torch_foo/monitoring.py).
-  m.def("_device_metric", [](int64_t device, int metric) { return ns::device_metric(ns::checked(device), metric); });
-  m.def("_device_processes", [](int64_t device) { return ns::device_processes(ns::checked(device)); });
   m.def("_is_in_bad_fork", &ns::is_in_bad_fork);
   // Streams (torch_foo/streams.py).
   m.def("_current_stream", [](int64_t device) { return ns::stream_tuple(ns::current_stream(ns::checked(device))); });
@@ -432,13 +253,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_raw_stream", [](int64_t device) {
     return reinterpret_cast<uintptr_t>(ns::native_stream(ns::current_stream(ns::checked(device))));
   });
-  // torch.compile's kernels (torch_foo/_inductor/kernels.py).
-  m.def("_load_compiled_kernel", [](const std::string& path, const std::string& name, size_t param_count) {
-    return reinterpret_cast<uintptr_t>(ns::load_compiled_kernel(path, name, param_count));
-  });
-  m.def("_launch_compiled_kernel", &ns::launch_compiled_kernel_with);
-  // The parameter slot generated kernels declare (csrc/compile/CompiledKernels.h states it once).
-  m.def("_compiled_kernel_abi", [] { return std::string(ns::kKernelParamDeclaration); });
   // Memory (torch_foo/memory.py).
   m.def("_memory_stats", [](int64_t device) { return ns::memory_stats(ns::checked(device)); });
   m.def(
@@ -465,13 +279,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def(
       "_reset_peak_host_memory_stats", [] { at::getHostAllocator(c10::DeviceType::PrivateUse1)->reset_peak_stats(); });
-  m.def("_record_memory_history", &ns::record_memory_history);
-  m.def("_memory_snapshot", &ns::memory_snapshot);
   // A new Python object for the device's default generator; torch_foo.random keeps one per device.
   m.def("_default_generator", [](int64_t device) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(ns::default_generator(ns::checked(device))));
   });
-  // torch.distributed backend (csrc/distributed/, torch_foo/distributed.py).
-  ns::distributed::add_bindings(m.ptr());
+  // The optional features' functions (their <Feature>Bindings.cpp: Bindings.h).
+  ns::FeatureBindings::bind_all(m);
 }

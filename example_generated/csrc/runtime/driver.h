@@ -33,7 +33,8 @@ int version();
 bool can_access_peer(int device, int peer);
 
 // Monitoring (runtime.h states what each reports); they may run before initialisation. Sensors a
-// device lacks answer fooErrorNotSupported.
+// device lacks answer fooErrorNotSupported. Only runtime.h's monitoring calls use them: a
+// project built without those need not implement them.
 fooError_t device_metric(int device, fooDeviceMetric metric, uint64_t* value);
 fooError_t device_processes(int device, fooProcessInfo* processes, unsigned int* count);
 
@@ -88,11 +89,13 @@ fooError_t launch_kernel(
     fooStream_t stream);
 fooError_t launch_host_func(fooStream_t stream, fooHostFn_t fn, void* user_data);
 
-// Graphs (stream capture, runtime.h says what is recorded and what conflicts with a capture). The
-// device records the work submitted to a capturing stream instead of running it; the calls above
-// that conflict with a capture (synchronising a capturing stream, ...) fail themselves with
-// fooErrorStreamCaptureUnsupported. capture_permits_unsafe_call() is asked by the entry points of
-// the "potentially unsafe" calls (fooMemcpy, fooFree, fooFreeHost) and applies the capture modes.
+// Stream capture and graphs (runtime.h's graph calls say what is recorded and what conflicts with a
+// capture). The device records the work submitted to a capturing stream instead of running it; the
+// calls above that conflict with a capture (synchronising a capturing stream, ...) fail themselves
+// with fooErrorStreamCaptureUnsupported. capture_permits_unsafe_call() is asked by the entry points
+// of the "potentially unsafe" calls (fooMemcpy, fooFree, fooFreeHost) and applies the capture
+// modes; it answers fooSuccess while no stream captures. The other calls here are used only
+// by runtime.h's graph calls: a project built without those need not implement them.
 fooError_t stream_begin_capture(fooStream_t stream, fooStreamCaptureMode mode);
 fooError_t stream_end_capture(fooStream_t stream, fooGraph_t* graph);
 fooError_t stream_capture_info(fooStream_t stream, fooStreamCaptureStatus* status, unsigned long long* id);

@@ -186,15 +186,15 @@ typedef enum fooDeviceMetric {
   fooMetricClockRate = 4, // the compute clock, in MHz
 } fooDeviceMetric;
 
-// Reads `metric` of `device` into *value. fooErrorNotSupported if the device has no
-// such sensor (the message says which). Never waits for work and initialises nothing.
-FOO_API fooError_t fooDeviceGetMetric(int device, fooDeviceMetric metric, uint64_t* value);
-
 // A process that holds memory of a device.
 typedef struct fooProcessInfo {
   int pid;
   size_t usedMemory; // bytes of the device's memory it holds
 } fooProcessInfo;
+
+// Reads `metric` of `device` into *value. fooErrorNotSupported if the device has no
+// such sensor (the message says which). Never waits for work and initialises nothing.
+FOO_API fooError_t fooDeviceGetMetric(int device, fooDeviceMetric metric, uint64_t* value);
 
 // The processes holding memory of `device`: *count is the capacity of `processes` on entry (0
 // with processes == NULL to ask for the number only) and the number of such processes on return;
@@ -297,6 +297,22 @@ FOO_API fooError_t fooLaunchKernel(
 typedef void (*fooHostFn_t)(void* userData);
 FOO_API fooError_t fooLaunchHostFunc(fooStream_t stream, fooHostFn_t fn, void* userData);
 
+// ---- stream capture ----------------------------------------------------------------------------
+
+// How a capture treats the "potentially unsafe" calls, and what a stream's capture is (the graph
+// calls below say what they mean).
+typedef enum fooStreamCaptureMode {
+  fooStreamCaptureModeGlobal = 0,
+  fooStreamCaptureModeThreadLocal = 1,
+  fooStreamCaptureModeRelaxed = 2,
+} fooStreamCaptureMode;
+
+typedef enum fooStreamCaptureStatus {
+  fooStreamCaptureStatusNone = 0, // not capturing
+  fooStreamCaptureStatusActive = 1,
+  fooStreamCaptureStatusInvalidated = 2, // capturing, but a failed call invalidated the capture
+} fooStreamCaptureStatus;
+
 // ---- graphs (stream capture) --------------------------------------------------------------------
 
 // While a stream captures, the work submitted to it (kernel and host-function launches, which copy
@@ -317,17 +333,6 @@ FOO_API fooError_t fooLaunchHostFunc(fooStream_t stream, fooHostFn_t fn, void* u
 //  - Global: prohibited on the capturing thread and on every other thread;
 //  - ThreadLocal: prohibited on the capturing thread only;
 //  - Relaxed: permitted.
-typedef enum fooStreamCaptureMode {
-  fooStreamCaptureModeGlobal = 0,
-  fooStreamCaptureModeThreadLocal = 1,
-  fooStreamCaptureModeRelaxed = 2,
-} fooStreamCaptureMode;
-
-typedef enum fooStreamCaptureStatus {
-  fooStreamCaptureStatusNone = 0, // not capturing
-  fooStreamCaptureStatusActive = 1,
-  fooStreamCaptureStatusInvalidated = 2, // capturing, but a failed call invalidated the capture
-} fooStreamCaptureStatus;
 
 // Starts capturing `stream` (NULL: the default stream of the current device); fooErrorStreamCaptureUnsupported
 // if it already captures.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <vector>
 
 inline int failures = 0;
 
@@ -31,6 +32,19 @@ inline int failures = 0;
   } while (0)
 
 #define OK(call) EXPECT_CODE(call, fooSuccess)
+
+// The checks of a feature's own file (<feature>_contract.cpp): each registers its entry point with a
+// RegisterCheck at namespace scope, and the program runs those its build has.
+using Check = void (*)();
+inline std::vector<Check>& registered_checks() {
+  static std::vector<Check> checks;
+  return checks;
+}
+struct RegisterCheck {
+  explicit RegisterCheck(Check check) {
+    registered_checks().push_back(check);
+  }
+};
 
 inline int finish(const char* suite) {
   if (failures == 0) {

@@ -4,8 +4,9 @@
 // the four kernels of test_kernels.h, so a hardware port runs it unchanged (with its own test
 // kernels): run it first after every change to the driver. The emulation's own behaviour (strict
 // memory, its environment variables, host-function kernels) is checked by emulation_test.cpp. The
-// activity tracing of tracing.h, which the profiler reads, is checked by tracing_contract.cpp, and
-// graph capture by graphs_contract.cpp.
+// activity tracing of tracing.h, which the profiler reads, is checked by tracing_contract.cpp; the
+// calls that come with a feature (graphs, monitoring) by that feature's own file of this directory,
+// which registers its checks (check.h) for main() to run.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -203,55 +204,6 @@ void test_peer_access_and_foreign_handles() {
   OK(fooStreamGetDevice(created, &owner));
   EXPECT(owner == 0);
   OK(fooStreamDestroy(created));
-}
-
-// The monitoring metrics and the process list: answers every device can give, or
-// fooErrorNotSupported for a sensor it lacks.
-void test_monitoring() {
-  int count = 0;
-  OK(fooGetDeviceCount(&count));
-  uint64_t value = 0;
-  EXPECT_CODE(fooDeviceGetMetric(0, fooMetricUtilization, nullptr), fooErrorInvalidValue);
-  EXPECT_CODE(fooDeviceGetMetric(count, fooMetricUtilization, &value), fooErrorInvalidDevice);
-  EXPECT_CODE(fooDeviceGetMetric(0, static_cast<fooDeviceMetric>(99), &value), fooErrorInvalidValue);
-  for (const auto metric : {fooMetricTemperature, fooMetricPowerDraw, fooMetricClockRate}) {
-    const auto error = fooDeviceGetMetric(0, metric, &value);
-    EXPECT(error == fooSuccess || error == fooErrorNotSupported);
-  }
-  // Utilisation covers the window since the previous read: a kernel that sleeps through most of a
-  // window makes it busy, an idle window is not.
-  if (fooDeviceGetMetric(0, fooMetricUtilization, &value) == fooSuccess) {
-    OK(fooSetDevice(0));
-    OK(launch_sleep(200000, nullptr));
-    OK(fooDeviceSynchronize());
-    OK(fooDeviceGetMetric(0, fooMetricUtilization, &value));
-    EXPECT(value >= 50 && value <= 100);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    OK(fooDeviceGetMetric(0, fooMetricUtilization, &value));
-    EXPECT(value <= 50);
-  }
-  if (fooDeviceGetMetric(0, fooMetricMemoryUtilization, &value) == fooSuccess) {
-    EXPECT(value <= 100);
-  }
-
-  unsigned int n = 1;
-  EXPECT_CODE(fooDeviceGetProcesses(0, nullptr, nullptr), fooErrorInvalidValue);
-  EXPECT_CODE(fooDeviceGetProcesses(0, nullptr, &n), fooErrorInvalidValue);
-  n = 0;
-  EXPECT_CODE(fooDeviceGetProcesses(count, nullptr, &n), fooErrorInvalidDevice);
-  void* held = nullptr;
-  OK(fooSetDevice(0));
-  OK(fooMalloc(&held, size_t{1} << 20));
-  OK(fooDeviceGetProcesses(0, nullptr, &n));
-  EXPECT(n >= 1); // this process holds memory of device 0
-  std::vector<fooProcessInfo> processes(n);
-  OK(fooDeviceGetProcesses(0, processes.data(), &n));
-  bool found = false;
-  for (unsigned int i = 0; i < n && i < processes.size(); ++i) {
-    found = found || (processes[i].pid == static_cast<int>(getpid()) && processes[i].usedMemory >= (size_t{1} << 20));
-  }
-  EXPECT(found);
-  OK(fooFree(held));
 }
 
 void test_memory() {
@@ -676,7 +628,6 @@ void test_fork() {
 } // namespace
 
 void test_tracing(); // tracing_contract.cpp
-void test_graphs(); // graphs_contract.cpp
 
 int main() {
   test_lazy_initialisation();
@@ -690,9 +641,10 @@ int main() {
   test_stale_handles();
   test_devices_and_threads();
   test_peer_access_and_foreign_handles();
-  test_monitoring();
   test_tracing();
-  test_graphs();
+  for (const Check check : registered_checks()) { // the contract files of the project's features
+    check();
+  }
   test_fork();
   return finish("runtime contract");
 }

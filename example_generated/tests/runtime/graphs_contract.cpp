@@ -336,8 +336,6 @@ void test_stale_graph_handles() {
   OK(fooStreamDestroy(s));
 }
 
-} // namespace
-
 void test_graphs() {
   test_capture_and_replay();
   test_stale_graph_handles();
@@ -345,3 +343,7 @@ void test_graphs() {
   test_streams_join_a_capture();
   test_conflicting_calls();
 }
+
+const RegisterCheck registered(&test_graphs);
+
+} // namespace

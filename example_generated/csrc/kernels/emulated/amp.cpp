@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "../native.h"
 #include "device.h"
 
 namespace torch_foo::kernels {

@@ -110,21 +110,6 @@ inline bool host_fuses_multiply_add() {
 #endif
 }
 
-// out = sqrt(in) for n elements of a floating dtype, each operand's `stride` bytes apart, by
-// PyTorch's CPU operator (host_math.cpp, the emulated math library). The CPU's float and double
-// square roots come from its vector math library (MKL's, where PyTorch has it): within one unit in
-// the last place of the exact root, not always equal to it. A model whose optimizer takes square
-// roots (Adam) trains as on the CPU only with the same roots: a parameter whose gradient is
-// rounding noise (a convolution's bias before a batch norm) moves by the sign of that noise.
-void host_sqrt(
-    const fooEmuKernelContext* ctx,
-    fooDataType dtype,
-    char* out,
-    int64_t out_stride,
-    const char* in,
-    int64_t in_stride,
-    int64_t n);
-
 // ---- errors -------------------------------------------------------------------------------------
 
 // Describe a failure for fooOpGetLastErrorMessage() and return its code (library.cpp).

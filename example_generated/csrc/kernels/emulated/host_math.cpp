@@ -24,7 +24,9 @@
 #include <initializer_list>
 #include <vector>
 
+#include "../native.h"
 #include "device.h"
+#include "host_math.h"
 
 namespace torch_foo::kernels {
 namespace {

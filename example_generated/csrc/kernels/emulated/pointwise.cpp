@@ -5,7 +5,9 @@
 // into one rounding where the host processor fuses it (host_fuses_multiply_add()).
 #include <cmath>
 
+#include "../native.h"
 #include "device.h"
+#include "host_math.h"
 
 namespace torch_foo::kernels {
 namespace {
@@ -22,7 +24,7 @@ inline M mul_add(M a, M b, M c, bool fused) {
 
 // The element operations, on values in opmath precision (float for the 16-bit types). Their
 // members travel in the launch's parameter block.
-// Sqrt is only a tag: host_sqrt() (device.h) computes the CPU's square roots, which are not always
+// Sqrt is only a tag: host_sqrt() (host_math.h) computes the CPU's square roots, which are not always
 // correctly rounded, so no element loop is instantiated for it.
 template <typename M>
 struct Sqrt {

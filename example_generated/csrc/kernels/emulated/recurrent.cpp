@@ -2,6 +2,7 @@
 // step over (batch, hidden), after the gate matrix products. Each block takes kCellGrain elements.
 #include <cmath>
 
+#include "../recurrent.h"
 #include "device.h"
 
 namespace torch_foo::kernels {

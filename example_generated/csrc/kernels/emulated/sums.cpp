@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../native.h"
 #include "device.h"
 
 namespace torch_foo::kernels {

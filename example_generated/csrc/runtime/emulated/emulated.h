@@ -3,10 +3,10 @@
 // The emulation in one paragraph. Devices are regions of one reserved range of the host's address
 // space (memory.cpp); in strict memory mode that range is never accessible and the runtime reaches
 // the same pages through a second, private range. Each stream has a worker thread that runs its tasks
-// (kernels, host functions, copies, fills, event records, waits for other streams, graphs) in order
-// from a bounded queue (streams.cpp); a capturing stream records its tasks into a graph instead,
-// and a graph launch is one task that runs the recorded ones (graphs.cpp); a kernel's blocks run on
-// the worker's OpenMP team (kernels.cpp). Positions in a stream are task counts: an event is a
+// (kernels, host functions, copies, fills, event records, waits for other streams, executable graphs)
+// in order from a bounded queue (streams.cpp); a capturing stream records its tasks instead
+// (capture.cpp), and an executable graph runs the recorded ones as one task; a kernel's blocks run
+// on the worker's OpenMP team (kernels.cpp). Positions in a stream are task counts: an event is a
 // (stream, position) pair, complete once the stream has finished that many tasks (events.cpp).
 // Configuration comes from the environment (config.cpp).
 #pragma once
@@ -88,6 +88,15 @@ struct Task {
   }
 };
 
+// An executable graph: tasks that run one after the other as ONE task of a stream (Kind::Graph),
+// so that a launch costs the host one enqueue whatever its size; driver::graph_instantiate()
+// makes them from a captured graph. Reference counted: its handle and each pending launch hold one.
+struct GraphExec {
+  int device = 0;
+  std::atomic<int> refs{1};
+  std::vector<Task> nodes;
+};
+
 // The stream whose worker is the calling thread (null on host threads).
 Stream* worker_stream();
 // Makes the calling thread count as `stream`'s worker while it runs blocks of that stream's kernel.
@@ -154,7 +163,11 @@ bool run_work(Stream* stream, const Task& task);
 // Frees what a task owns without running it.
 void discard(Task& task);
 
-// ---- graphs (graphs.cpp) ------------------------------------------------------------------------
+// Runs an executable graph's work on the calling worker of `stream`; false if a kernel failed.
+bool run_graph(Stream* stream, const GraphExec* exec);
+void release(GraphExec* exec);
+
+// ---- stream capture (capture.cpp) ---------------------------------------------------------------
 
 // The capture `stream` records into, or null (one atomic load: every submission asks).
 Capture* capturing(const Stream* stream);
@@ -175,17 +188,32 @@ void capture_record(Stream* stream, uint64_t* id, int64_t* node);
 // `stream` waits for an event recorded in capture `id` after `node` of stream `from`: joins the
 // capture, or records the dependency. fooSuccess at once if that capture has ended.
 fooError_t capture_wait(Stream* stream, uint64_t id, const Stream* from, int64_t node);
-// Runs an executable graph's work on the calling worker of `stream`; false if a kernel failed.
-bool run_graph(Stream* stream, const GraphExec* exec);
-void release(GraphExec* exec);
 
-// ---- monitoring (monitoring.cpp) ----------------------------------------------------------------
+// What a capture recorded: its tasks in the order they were submitted (a valid order to run them
+// in: every dependency points to an earlier task) and, for each, what the dot dump shows.
+struct CapturedNode {
+  uint32_t stream = 0; // the trace id of the stream it was submitted to
+  std::string label;
+  std::vector<int64_t> deps; // earlier nodes it depends on
+};
+struct CapturedWork {
+  int device = 0;
+  std::vector<Task> nodes;
+  std::vector<CapturedNode> info;
+};
+// Ends the capture that began on `stream` (its streams work normally again) and hands over its
+// work; fails (described) if `stream` does not capture, is not where the capture began, or the
+// capture was invalidated or not joined back (its work is then discarded).
+fooError_t end_capture(Stream* stream, CapturedWork* work);
 
-// The kinds of work the utilisation metrics measure: kernels (compute), copies and fills (memory).
+// ---- device activity ----------------------------------------------------------------------------
+
+// The kinds of work the utilisation metrics measure: kernels and graphs (compute), copies and fills (memory).
 enum class Activity : uint8_t { Compute, Memory };
-// A stream worker of `device` starts or finishes a task of that kind.
-void activity_begin(int device, Activity activity);
-void activity_end(int device, Activity activity);
+// Told when a stream worker of `device` starts (starts) or finishes (!starts) a task of that kind, and
+// around a synchronous copy. Null unless the device's monitoring is built in (it sets the hook as
+// the program starts): the stream workers then pay one load and a branch not taken per task.
+extern void (*activity_hook)(int device, Activity activity, bool starts);
 
 // ---- events (events.cpp) ------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ struct Event {
   Stream* stream = nullptr; // where the event was last recorded (holds a reference); null if never
   uint64_t position = 0;
   int64_t time_ns = -1; // when the last record was reached (timing events)
-  // [graphs] Recorded last in this capture (0: not in a capture), on that stream after that node.
+  // Recorded last in this capture (0: not in a capture), on that stream after that node.
   uint64_t capture = 0;
   const Stream* captured_on = nullptr;
   int64_t captured_node = -1;
@@ -90,7 +90,7 @@ fooError_t event_record(fooEvent_t event, fooStream_t stream) {
     return fault;
   }
   Stream* previous = nullptr;
-  if (capturing(s) != nullptr) { // [graphs] a point in the capture, for other streams to wait for
+  if (__builtin_expect(capturing(s) != nullptr, 0)) { // a point in the capture, for other streams to wait for
     uint64_t id = 0;
     int64_t node = -1;
     capture_record(s, &id, &node);
@@ -227,7 +227,7 @@ fooError_t stream_wait_event(fooStream_t stream, fooEvent_t event) {
   task.kind = Task::Kind::Wait;
   {
     std::lock_guard<std::mutex> lock(e->mutex);
-    if (e->capture != 0) { // [graphs] recorded in a capture: join it, or depend on it inside it
+    if (__builtin_expect(e->capture != 0, 0)) { // recorded in a capture: join it, or depend on it inside it
       return capture_wait(s, e->capture, e->captured_on, e->captured_node);
     }
     task.other = e->stream;
@@ -235,7 +235,7 @@ fooError_t stream_wait_event(fooStream_t stream, fooEvent_t event) {
     if (task.other == nullptr || task.other == s || reached(task.other, task.position)) {
       return fooSuccess; // never recorded, already in order, or already complete
     }
-    if (capturing(s) != nullptr) { // [graphs] a graph cannot wait for work outside it
+    if (capturing(s) != nullptr) { // a graph cannot wait for work outside it
       const char* call = "waiting for an event recorded outside the capture";
       return stream_capture_conflict(s, call, fooErrorStreamCaptureIsolation);
     }

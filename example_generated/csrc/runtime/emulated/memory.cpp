@@ -265,7 +265,7 @@ fooError_t resolve_copy(void** dst, const void** src, size_t count, fooMemcpyKin
   return inject(Fault::Memcpy, fooErrorUnknown); // fault injection
 }
 
-// The device a copy works on (-1: host to host), for tracing and the memory utilisation.
+// The device a copy works on (-1: host to host), for tracing and the memory utilisation (activity_hook).
 int copy_device(const void* dst, const void* src, fooMemcpyKind kind) {
   const void* device_side = kind == fooMemcpyDeviceToHost ? src : dst;
   return kind != fooMemcpyHostToHost && is_device_address(device_side) ? arena.device_of(device_side) : -1;
@@ -488,12 +488,13 @@ fooError_t memcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind) 
     return err;
   }
   const uint64_t start = tracing::any_enabled() ? timestamp() : 0; // [tracing]
-  if (device >= 0) {
-    activity_begin(device, Activity::Memory);
+  const auto hook = device >= 0 ? activity_hook : nullptr;
+  if (__builtin_expect(hook != nullptr, 0)) {
+    hook(device, Activity::Memory, true);
   }
   std::memcpy(dst, src, count);
-  if (device >= 0) {
-    activity_end(device, Activity::Memory);
+  if (__builtin_expect(hook != nullptr, 0)) {
+    hook(device, Activity::Memory, false);
   }
   if (start != 0) { // [tracing] the copy ran on this thread, on no stream
     tracing::record_host_copy(kind, device, 0, count, start);
@@ -514,7 +515,7 @@ fooError_t memcpy_async(void* dst, const void* src, size_t count, fooMemcpyKind 
   if (const auto err = capture_check(s); err != fooSuccess) {
     return err;
   }
-  if (pageable) { // [graphs] a graph cannot hold on to pageable memory, and the copy would wait for the stream
+  if (pageable) { // a graph cannot hold on to pageable memory, and the copy would wait for the stream
     const char* call = "an asynchronous copy of pageable host memory (use pinned memory)";
     if (const auto conflict = stream_capture_conflict(s, call); conflict != fooSuccess) {
       return conflict;

@@ -1,11 +1,12 @@
 // Monitoring of the emulated foo device (it comes with the project's profiler answer).
 //
 // Utilisation is measured: the stream workers report when they start and finish a task
-// (streams.cpp), and each device keeps, per kind of work, the time during which at least one of its
-// streams ran such a task: kernels for the utilisation, copies and fills for the memory utilisation
-// (a kernel's own memory traffic is not told apart from its computing). The emulated device has no
-// temperature or power sensor and no clock of its own: those metrics are unsupported, as on a
-// device whose driver exposes no sensors.
+// (streams.cpp, through activity_hook, which this file sets as the program starts), and each
+// device keeps, per kind of work, the time during which at least one of its streams ran such a
+// task: kernels for the utilisation, copies and fills for the memory utilisation (a kernel's own
+// memory traffic is not told apart from its computing). The emulated device has no temperature or
+// power sensor and no clock of its own: those metrics are unsupported, as on a device whose driver
+// exposes no sensors.
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,23 +48,23 @@ uint64_t read_percent(Busy& b) {
   return window <= 0 ? 0 : static_cast<uint64_t>(std::min<int64_t>(100, busy_ns * 100 / window));
 }
 
-} // namespace
-
-void activity_begin(int device, Activity activity) {
+// A stream worker (or a synchronous copy) of `device` starts or finishes work of that kind.
+void record_activity(int device, Activity activity, bool starts) {
   Busy& b = busy_of(device, activity);
   std::lock_guard<std::mutex> lock(b.mutex);
-  if (b.running++ == 0) {
-    b.since = now_ns();
-  }
-}
-
-void activity_end(int device, Activity activity) {
-  Busy& b = busy_of(device, activity);
-  std::lock_guard<std::mutex> lock(b.mutex);
-  if (--b.running == 0) {
+  if (starts) {
+    if (b.running++ == 0) {
+      b.since = now_ns();
+    }
+  } else if (--b.running == 0) {
     b.busy_ns += now_ns() - b.since;
   }
 }
+
+// Before main(), so before any stream worker starts.
+[[maybe_unused]] const bool installed = (activity_hook = &record_activity, true);
+
+} // namespace
 
 } // namespace torch_foo::emulated
 

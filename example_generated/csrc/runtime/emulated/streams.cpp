@@ -29,6 +29,9 @@
 #include "handles.h"
 
 namespace torch_foo::emulated {
+
+void (*activity_hook)(int device, Activity activity, bool starts) = nullptr;
+
 namespace {
 
 constexpr uint64_t kQueueCapacity = 1024; // tasks a stream holds before launches wait
@@ -89,7 +92,7 @@ struct Stream {
   std::atomic<bool> failed{false}; // a kernel failed since the last synchronisation ...
   std::string failure; // ... with this message (guarded by mutex)
   std::unique_ptr<tracing::Tag[]> tags; // [tracing] beside each queued traced task, made on first use
-  std::atomic<Capture*> capture{nullptr}; // [graphs] the capture it records into (graphs.cpp)
+  std::atomic<Capture*> capture{nullptr}; // the capture it records into (capture.cpp), null mostly
 };
 
 namespace {
@@ -124,6 +127,25 @@ void run(Stream* s, Task& task, uint64_t position) {
       release(task.other);
       break;
   }
+}
+
+// Runs a task, telling activity_hook (when set) how long a kernel, graph, copy or fill kept the device busy.
+void run_observed(Stream* s, Task& task, uint64_t position) {
+  const auto hook = activity_hook;
+  if (__builtin_expect(hook == nullptr, 1)) {
+    run(s, task, position);
+    return;
+  }
+  const bool compute = task.kind == Task::Kind::Kernel || task.kind == Task::Kind::Graph;
+  const bool memory = task.kind == Task::Kind::Copy || task.kind == Task::Kind::Fill;
+  if (!compute && !memory) {
+    run(s, task, position);
+    return;
+  }
+  const Activity activity = compute ? Activity::Compute : Activity::Memory;
+  hook(s->device, activity, true);
+  run(s, task, position);
+  hook(s->device, activity, false);
 }
 
 // [tracing] The device record of a traced task the worker ran from `start` until now.
@@ -165,15 +187,7 @@ void worker_main(Stream* s) {
     if (stopped.load(std::memory_order_acquire)) {
       discard(task);
     } else {
-      const bool compute = task.kind == Task::Kind::Kernel || task.kind == Task::Kind::Graph;
-      const bool memory = task.kind == Task::Kind::Copy || task.kind == Task::Kind::Fill;
-      if (compute || memory) { // the busy time the utilisation metrics read (monitoring.cpp)
-        activity_begin(s->device, compute ? Activity::Compute : Activity::Memory);
-        run(s, task, position);
-        activity_end(s->device, compute ? Activity::Compute : Activity::Memory);
-      } else {
-        run(s, task, position);
-      }
+      run_observed(s, task, position);
       if (traced_from != 0) {
         trace_task(s, task, position, traced_from);
       }
@@ -269,6 +283,24 @@ void discard(Task& task) {
   }
 }
 
+bool run_graph(Stream* s, const GraphExec* exec) {
+  for (const Task& task : exec->nodes) {
+    if (!run_work(s, task)) {
+      return false; // the stream holds the failure; the rest of the graph does not run
+    }
+  }
+  return true;
+}
+
+void release(GraphExec* exec) {
+  if (exec->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    for (Task& task : exec->nodes) {
+      discard(task);
+    }
+    delete exec;
+  }
+}
+
 Capture* capturing(const Stream* stream) {
   return stream->capture.load(std::memory_order_acquire);
 }
@@ -302,7 +334,7 @@ uint32_t stream_trace_id_of(const Stream* stream) {
 }
 
 uint64_t enqueue(Stream* s, Task&& task, const tracing::Tag* tag, void (*on_position)(void*, uint64_t), void* context) {
-  if (Capture* capture = capturing(s); capture != nullptr) { // [graphs] recorded, not run
+  if (Capture* capture = capturing(s); __builtin_expect(capture != nullptr, 0)) { // recorded, not run
     capture_task(capture, s, std::move(task));
     return 0;
   }
