@@ -5,9 +5,8 @@
 // default kernels only raise, so the CPU fallback cannot help: a backend must implement them.
 // PyTorch has already checked shapes and parameters (and added the batch dimension) when they are
 // called. This file registers them and widens complex32; Convolution.h's two functions compute them:
-// with the operator library's kernels where the project has them (ConvolutionKernels.cpp, the
-// native_operators answer), else with PyTorch's CPU convolution through the fallback
-// (ConvolutionOnCpu.cpp).
+// with the operator library's kernels where the project has them (the native_operators answer),
+// else with PyTorch's CPU convolution through the fallback.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>

@@ -1,7 +1,7 @@
 // The convolutions' computation, behind convolution_overrideable and its backward (Convolution.cpp,
-// which registers them and widens complex32 first). One file defines these two: ConvolutionKernels.cpp
-// with the native_operators answer (the operator library's kernels), ConvolutionOnCpu.cpp without
-// (PyTorch's CPU convolution through the fallback).
+// which registers them and widens complex32 first). One file of this directory defines these two:
+// with the native_operators answer, the operator library's kernels; without it, PyTorch's CPU
+// convolution through the fallback.
 #pragma once
 
 #include <array>

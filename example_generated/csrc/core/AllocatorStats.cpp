@@ -1,6 +1,6 @@
 // The caching allocator's statistics (torch.foo.memory_stats, as torch.cuda.memory_stats: BlockCache.h
-// says what each counts), and its reports to the profiler (profile_memory=True). (Its entries in the
-// memory history, MemoryHistory.h: BlockCache::note.)
+// says what each counts), and its reports to the profiler (profile_memory=True). (What an observer
+// sees, DeviceAllocator.h: BlockCache::note.)
 #include "BlockCache.h"
 
 namespace torch_foo::allocator {

@@ -23,21 +23,25 @@ BlockCache& BlockCache::instance() {
   return *cache;
 }
 
-Block* BlockCache::malloc_block(
-    c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, std::shared_ptr<c10::GatheredContext> context) {
+Block* BlockCache::malloc_block(c10::DeviceIndex device, c10::StreamId stream, size_t nbytes) {
   if (nbytes > (size_t{1} << 62)) {
     raise_out_of_memory(device, nbytes, 0, 0, "");
   }
   const size_t size = round_up(nbytes, kMinBlockSize);
   const bool small = size <= kSmallSize;
-  const uint32_t pool = route_count_.load(std::memory_order_acquire) > 0 ? pool_for(device, stream) : 0;
+  const AllocatorObserver* watcher = observer();
+  std::shared_ptr<c10::GatheredContext> context;
+  if (C10_UNLIKELY(watcher != nullptr)) {
+    context = watcher->context_for(AllocatorAction::Alloc); // before the lock: it may take the GIL
+  }
   std::unique_lock<std::mutex> lock(mutex_);
+  const uint32_t pool = C10_UNLIKELY(!routes_.empty()) ? pool_for(device, stream) : 0;
   DeviceCache& cache = caches_[device];
   process_pending_uses();
   Block* block = take_free_block(cache, pool, stream, size, small);
   if (block == nullptr) {
     block = new_segment(lock, device, pool, stream, size, small, nbytes);
-    note(memory_history::Action::SegmentAlloc, block, block->size, context);
+    note(watcher, AllocatorAction::SegmentAlloc, block, block->size, &context);
   }
   split(cache, block, size);
   block->allocated = true;
@@ -49,22 +53,21 @@ Block* BlockCache::malloc_block(
   add(s.active, small, 1);
   add(s.active_bytes, small, static_cast<int64_t>(block->size));
   add(s.requested_bytes, small, static_cast<int64_t>(nbytes));
-  note(memory_history::Action::Alloc, block, nbytes, context);
+  note(watcher, AllocatorAction::Alloc, block, nbytes, &context);
   report_usage(block, static_cast<int64_t>(block->size));
-  block->context = std::move(context);
+  if (C10_UNLIKELY(context != nullptr)) {
+    block->context = std::move(context);
+  }
   return block;
 }
 
 // The smallest free block of `stream` (of private pool `private_key`, if not 0) that fits, taken out of its pool.
 Block* BlockCache::take_free_block(
     DeviceCache& cache, uint32_t private_key, c10::StreamId stream, size_t size, bool small) {
-  FreeBlocks& pool = cache.pool(small);
-  Block key;
-  key.pool = private_key;
-  key.stream = stream;
-  key.size = size;
-  auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->pool != private_key || order_stream(*it) != order_stream(&key)) {
+  FreeBlocks& pool = private_key == 0 ? cache.pool(small) : private_pool(private_key)->pool(small);
+  const BlockWanted wanted{lane_of(private_key, stream), size};
+  auto it = pool.lower_bound(wanted);
+  if (it == pool.end() || (*it)->lane != wanted.lane) {
     return nullptr;
   }
   Block* block = *it;
@@ -112,6 +115,7 @@ Block* BlockCache::new_segment(
   auto* block = new Block();
   block->device = device;
   block->pool = pool;
+  block->lane = lane_of(pool, stream);
   if (PrivatePool* owner = private_pool(pool); owner != nullptr) {
     ++owner->segments;
   }
@@ -146,6 +150,7 @@ void BlockCache::split(DeviceCache& cache, Block* block, size_t size) {
   remainder->device = block->device;
   remainder->stream = block->stream;
   remainder->pool = block->pool;
+  remainder->lane = block->lane;
   remainder->small = block->small;
   remainder->size = rest;
   remainder->ptr = static_cast<char*>(block->ptr) + size;
@@ -156,13 +161,17 @@ void BlockCache::split(DeviceCache& cache, Block* block, size_t size) {
   }
   block->next = remainder;
   block->size = size;
-  cache.pool(block->small).insert(remainder);
+  free_blocks(block->device, block->pool, block->small).insert(remainder);
   add(cache.stats.inactive_split, block->small, 1);
   add(cache.stats.inactive_split_bytes, block->small, static_cast<int64_t>(rest));
 }
 
 void BlockCache::free(void* ptr) {
-  auto context = memory_history::context_for(memory_history::Action::FreeRequested); // before the lock
+  const AllocatorObserver* watcher = observer();
+  std::shared_ptr<c10::GatheredContext> context;
+  if (C10_UNLIKELY(watcher != nullptr)) {
+    context = watcher->context_for(AllocatorAction::FreeRequested); // before the lock: it may take the GIL
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = allocated_.find(ptr);
   if (it == allocated_.end()) {
@@ -174,14 +183,14 @@ void BlockCache::free(void* ptr) {
   add(s.allocation, block->small, -1);
   add(s.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
   add(s.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
-  note(memory_history::Action::FreeRequested, block, block->requested, std::move(context));
+  note(watcher, AllocatorAction::FreeRequested, block, block->requested, &context);
   report_usage(block, -static_cast<int64_t>(block->size));
   block->allocated = false;
   if (!block->uses.empty()) {
     record_uses(block);
   }
   if (block->pending_uses == 0) {
-    make_free(block);
+    make_free(block, watcher);
   }
 }
 
@@ -233,16 +242,18 @@ void BlockCache::record_uses(Block* block) noexcept {
 }
 
 // Returns a block to its pool, merged with its free neighbours.
-void BlockCache::make_free(Block* block) {
-  note(memory_history::Action::FreeCompleted, block, block->requested);
+void BlockCache::make_free(Block* block, const AllocatorObserver* watcher) {
+  note(watcher, AllocatorAction::FreeCompleted, block, block->requested);
   block->requested = 0;
-  block->context.reset();
+  if (C10_UNLIKELY(block->context != nullptr)) {
+    block->context.reset();
+  }
   DeviceCache& cache = caches_[block->device];
   DeviceStats& s = cache.stats;
   const bool small = block->small;
   add(s.active, small, -1);
   add(s.active_bytes, small, -static_cast<int64_t>(block->size));
-  FreeBlocks& pool = cache.pool(small);
+  FreeBlocks& pool = free_blocks(block->device, block->pool, small);
   for (Block* neighbour : {block->prev, block->next}) {
     if (neighbour == nullptr || !neighbour->is_free()) {
       continue;
@@ -282,7 +293,7 @@ void BlockCache::process_pending_uses() {
 void BlockCache::finish_use(const PendingUse& use) {
   (void)fooEventDestroy(use.event);
   if (--use.block->pending_uses == 0) {
-    make_free(use.block);
+    make_free(use.block, observer());
   }
 }
 
@@ -303,22 +314,30 @@ void BlockCache::release_cached_blocks(std::unique_lock<std::mutex>& lock) {
     }
   }
   std::vector<Block*> segments;
-  for (DeviceCache& cache : caches_) {
-    for (FreeBlocks* pool : {&cache.small, &cache.large}) {
-      for (auto it = pool->begin(); it != pool->end();) {
-        Block* block = *it;
-        const PrivatePool* owner = private_pool(block->pool);
-        if (block->is_split() || (owner != nullptr && owner->use_count > 0)) {
-          ++it; // a piece of a segment, or a segment of a pool that graphs still use
-          continue;
-        }
-        it = pool->erase(it);
-        add(cache.stats.segment, block->small, -1);
-        add(cache.stats.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
-        ++cache.stats.num_device_free;
-        note(memory_history::Action::SegmentFree, block, block->size);
-        segments.push_back(block);
+  const auto release = [&](FreeBlocks& blocks) { // the whole segments among `blocks`
+    for (auto it = blocks.begin(); it != blocks.end();) {
+      Block* block = *it;
+      if (block->is_split()) {
+        ++it; // a piece of a segment
+        continue;
       }
+      it = blocks.erase(it);
+      DeviceStats& s = caches_[block->device].stats;
+      add(s.segment, block->small, -1);
+      add(s.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+      ++s.num_device_free;
+      note(observer(), AllocatorAction::SegmentFree, block, block->size);
+      segments.push_back(block);
+    }
+  };
+  for (DeviceCache& cache : caches_) {
+    release(cache.small);
+    release(cache.large);
+  }
+  for (auto& [id, pool] : pools_) {
+    if (pool.use_count == 0) { // a pool still in use keeps its segments
+      release(pool.small);
+      release(pool.large);
     }
   }
   for (Block* block : segments) {
@@ -326,8 +345,12 @@ void BlockCache::release_cached_blocks(std::unique_lock<std::mutex>& lock) {
       --owner->segments;
     }
   }
-  for (auto it = pools_.begin(); it != pools_.end();) { // pools no graph uses and that hold nothing
-    it = it->second.use_count == 0 && it->second.segments == 0 ? pools_.erase(it) : std::next(it);
+  const auto routed = [this](uint32_t key) {
+    return std::any_of(routes_.begin(), routes_.end(), [key](const auto& route) { return route.second.key == key; });
+  };
+  for (auto it = pools_.begin(); it != pools_.end();) { // pools no one uses or routes to and that hold nothing
+    const PrivatePool& pool = it->second;
+    it = pool.use_count == 0 && pool.segments == 0 && !routed(pool.key) ? pools_.erase(it) : std::next(it);
   }
   if (segments.empty()) {
     return;
@@ -357,6 +380,11 @@ std::vector<SegmentInfo> BlockCache::segments() {
   for (DeviceCache& cache : caches_) {
     for (FreeBlocks* pool : {&cache.small, &cache.large}) {
       std::for_each(pool->begin(), pool->end(), add_segment_of);
+    }
+  }
+  for (auto& [id, pool] : pools_) {
+    for (FreeBlocks* blocks : {&pool.small, &pool.large}) {
+      std::for_each(blocks->begin(), blocks->end(), add_segment_of);
     }
   }
   for (const auto& [ptr, block] : allocated_) {
@@ -390,22 +418,20 @@ std::vector<SegmentInfo> BlockCache::segments() {
   return result;
 }
 
-// ---- graph-private pools -------------------------------------------------------------------------
+// ---- private pools -------------------------------------------------------------------------------
 
-// The pool allocations on `stream` come from: the pool of the capture it records into, if any.
-// Asked only while some capture allocates from a pool (one runtime call per allocation then).
+// The pool allocations on `stream` come from: that of the first open route of `device` whose filter
+// accepts the stream, else the general cache (0). Asked only while a route is open (then each
+// filter costs what it costs: Graph.cpp's asks the runtime whether the stream captures). Caller
+// holds mutex_.
 uint32_t BlockCache::pool_for(c10::DeviceIndex device, c10::StreamId stream) {
   const c10::Stream which(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), stream);
-  fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
-  unsigned long long capture = 0;
-  const c10::DeviceGuard guard(which.device());
-  if (fooStreamGetCaptureInfo(native_stream(which), &status, &capture) != fooSuccess ||
-      status == fooStreamCaptureStatusNone) {
-    return 0;
+  for (const auto& [id, route] : routes_) {
+    if (route.device == device && route.filter(which)) {
+      return route.key;
+    }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = routes_.find(capture);
-  return it != routes_.end() ? it->second : 0;
+  return 0;
 }
 
 // The pool whose key is `key`, or null (the general cache, 0). Caller holds mutex_.
@@ -421,8 +447,20 @@ PrivatePool* BlockCache::private_pool(uint32_t key) {
   return nullptr;
 }
 
-void BlockCache::begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t id) {
+void BlockCache::begin_allocate_to_pool(
+    c10::DeviceIndex device, uint64_t route, c10::MempoolId_t id, std::function<bool(c10::Stream)> filter) {
+  TORCH_CHECK(
+      filter != nullptr,
+      "begin_allocate_to_pool: a route to memory pool (",
+      id.first,
+      ", ",
+      id.second,
+      ") needs a filter");
+  TORCH_CHECK(
+      id.first != 0 || id.second != 0,
+      "begin_allocate_to_pool: memory pool (0, 0) is the general cache, not a private pool");
   std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(routes_.count(route) == 0, "begin_allocate_to_pool: route ", route, " is already open");
   auto [it, created] = pools_.try_emplace(id);
   PrivatePool& pool = it->second;
   if (created) {
@@ -440,14 +478,12 @@ void BlockCache::begin_allocate_to_pool(c10::DeviceIndex device, unsigned long l
       ", not to foo:",
       static_cast<int>(device));
   ++pool.use_count;
-  routes_[capture] = pool.key;
-  route_count_.store(static_cast<int>(routes_.size()), std::memory_order_release);
+  routes_[route] = PoolRoute{device, pool.key, std::move(filter)};
 }
 
-void BlockCache::end_allocate_to_pool(unsigned long long capture) {
+void BlockCache::end_allocate_to_pool(uint64_t route) {
   std::lock_guard<std::mutex> lock(mutex_);
-  routes_.erase(capture);
-  route_count_.store(static_cast<int>(routes_.size()), std::memory_order_release);
+  routes_.erase(route);
 }
 
 void BlockCache::release_pool(c10::MempoolId_t id) {

@@ -19,22 +19,26 @@
 //    reusable at once by later work on that stream, because a stream runs its work in order; other
 //    streams never get it. If tensor.record_stream(s) marked it as used on other streams, freeing
 //    records an event on each of them and the block waits until they have all completed.
-//  - Graph-private pools (graph capture, Graph.cpp): while a stream captures into pool P, its
+//  - Private pools: every block belongs to a pool, 0 being the general cache. While a route to
+//    private pool P is open (begin_allocate_to_pool) and its filter accepts a stream, that stream's
 //    allocations come from P's own segments, and blocks of P go back to P when freed, during the
-//    capture or after it: a graph's replays keep using the addresses it captured, so no other work
-//    may get them. Blocks of P are found by pool, not by stream (every stream of a capture shares
-//    them). Graphs may share P (a use count); when the last one lets it go (reset), P's whole free
-//    segments go back to the runtime at the next empty_cache(), and its other segments as soon as
-//    their blocks are freed and the cache is emptied again.
+//    route or after it. Graph capture uses them (Graph.cpp, the graphs feature): a graph's replays
+//    keep using the addresses it captured, so no other work may get them. Blocks of P are found by
+//    pool, not by stream (every stream of a capture shares them). Users may share P (a use count);
+//    when the last one lets it go (release_pool), P's whole free segments go back to the runtime at
+//    the next empty_cache(), and its other segments as soon as their blocks are freed and the cache
+//    is emptied again. While no route is open, an allocation pays one test of an empty map for them.
 //  - empty_cache() hands every whole free segment back to the runtime. When the runtime is out of
 //    memory, the allocator first does the same (after waiting for blocks held back by events) and
 //    retries, then tries a segment of exactly the request, and only then raises
 //    torch.OutOfMemoryError. The process goes on working after it.
 //
 // Observability, as CUDA's: every allocation and free is reported to the PyTorch profiler
-// (c10::reportMemoryUsageToProfiler: profile_memory=True), and while memory history is recorded
-// (MemoryHistory.h) each block keeps the stack trace of its allocation and each action is appended
-// to the history; memory_segments() lists the segments and blocks for snapshots.
+// (c10::reportMemoryUsageToProfiler: profile_memory=True); segments() lists the segments and their
+// blocks for memory snapshots; and an observer (AllocatorObserver, DeviceAllocator.h: the memory
+// history of the profiler feature installs one while it records) sees every action, and each block
+// keeps the stack trace the observer gave for its allocation. Without an observer, an allocation or
+// free pays one atomic load for it.
 //
 // Statistics follow torch.cuda.memory_stats: "allocated" counts blocks held by tensors, "active"
 // also counts freed blocks that still wait for other streams, "reserved" and "segment" count
@@ -56,10 +60,10 @@
 #include <vector>
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/macros/Macros.h>
 
 #include "Device.h"
 #include "DeviceAllocator.h"
-#include "MemoryHistory.h"
 
 namespace torch_foo::allocator {
 
@@ -76,7 +80,8 @@ constexpr size_t kLargeRound = size_t{1} << 20; // large segments are multiples 
 struct Block {
   c10::DeviceIndex device = 0;
   c10::StreamId stream = 0; // the stream it was allocated on
-  uint32_t pool = 0; // the graph-private pool it belongs to (its key, see PrivatePool); 0: the general cache
+  uint32_t pool = 0; // the private pool it belongs to (its key, see PrivatePool); 0: the general cache
+  c10::StreamId lane = 0; // free blocks are ordered by it first: `stream`, or 0 in a private pool
   bool small = false; // which pool
   size_t size = 0;
   void* ptr = nullptr;
@@ -86,7 +91,7 @@ struct Block {
   std::vector<c10::Stream> uses; // other streams that used it (tensor.record_stream)
   Block* prev = nullptr; // neighbours in the same segment
   Block* next = nullptr;
-  std::shared_ptr<c10::GatheredContext> context; // where it was allocated (while memory history records it)
+  std::shared_ptr<c10::GatheredContext> context; // where it was allocated, if an observer gave it (else null)
 
   bool is_split() const {
     return prev != nullptr || next != nullptr;
@@ -96,24 +101,36 @@ struct Block {
   }
 };
 
-// Free blocks are looked up by pool, then stream (not for a private pool: its streams share its
-// blocks), then size (best fit), then address.
-inline c10::StreamId order_stream(const Block* block) {
-  return block->pool != 0 ? 0 : block->stream;
+// Free blocks are kept per pool (the general cache of each device, each private pool) and looked
+// up by stream (not in a private pool: its streams share its blocks, so their lane is 0), then size
+// (best fit), then address.
+inline c10::StreamId lane_of(uint32_t pool, c10::StreamId stream) {
+  return pool != 0 ? 0 : stream;
 }
 
+// What a lookup asks for: the smallest block of `lane` of at least `size` bytes.
+struct BlockWanted {
+  c10::StreamId lane = 0;
+  size_t size = 0;
+};
+
 struct BlockOrder {
+  using is_transparent = void; // lower_bound(BlockWanted) needs no Block to compare with
+
   bool operator()(const Block* a, const Block* b) const {
-    if (a->pool != b->pool) {
-      return a->pool < b->pool;
-    }
-    if (order_stream(a) != order_stream(b)) {
-      return order_stream(a) < order_stream(b);
+    if (a->lane != b->lane) {
+      return a->lane < b->lane;
     }
     if (a->size != b->size) {
       return a->size < b->size;
     }
     return std::less<const void*>()(a->ptr, b->ptr);
+  }
+  bool operator()(const Block* a, const BlockWanted& b) const {
+    return a->lane != b.lane ? a->lane < b.lane : a->size < b.size;
+  }
+  bool operator()(const BlockWanted& a, const Block* b) const {
+    return a.lane != b->lane ? a.lane < b->lane : a.size < b->size;
   }
 };
 
@@ -155,12 +172,26 @@ inline void add(StatArray& stat, bool small, int64_t delta) {
   }
 }
 
-// A graph-private pool (BlockCache.cpp): its blocks carry `key`.
+// A private pool (BlockCache.cpp): its blocks carry `key`, and its free blocks are its own.
 struct PrivatePool {
   uint32_t key = 0;
   c10::DeviceIndex device = 0;
-  int use_count = 0; // graphs that use it; 0: its segments go back to the runtime
+  int use_count = 0; // users (graphs) of it; 0: its segments go back to the runtime
   size_t segments = 0; // segments it holds
+  FreeBlocks small;
+  FreeBlocks large;
+
+  FreeBlocks& pool(bool small_pool) {
+    return small_pool ? small : large;
+  }
+};
+
+// An open route to a private pool: allocations on the streams of `device` that `filter` accepts
+// come from the pool whose key is `key`.
+struct PoolRoute {
+  c10::DeviceIndex device = 0;
+  uint32_t key = 0;
+  std::function<bool(c10::Stream)> filter;
 };
 
 // The free and total bytes of `device`, as the runtime counts them (MemoryLimit.cpp).
@@ -175,8 +206,7 @@ class BlockCache {
   // ---- BlockCache.cpp ----
 
   // A block of at least `nbytes` for use on `stream` of `device`, from the cache or a new segment.
-  Block* malloc_block(
-      c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, std::shared_ptr<c10::GatheredContext> context);
+  Block* malloc_block(c10::DeviceIndex device, c10::StreamId stream, size_t nbytes);
   // Frees the block at `ptr` (allocated by malloc_block); nothing for other pointers.
   void free(void* ptr);
   // Marks the allocated block at `ptr` as used on `stream` (tensor.record_stream), whose native
@@ -187,10 +217,16 @@ class BlockCache {
   // Every segment and its blocks, by device and address (memory snapshots).
   std::vector<SegmentInfo> segments();
 
-  // Graph-private pools (DeviceAllocator.h says what they are for).
-  void begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t pool);
-  void end_allocate_to_pool(unsigned long long capture);
+  // Private pools (DeviceAllocator.h says what they are for).
+  void begin_allocate_to_pool(
+      c10::DeviceIndex device, uint64_t route, c10::MempoolId_t pool, std::function<bool(c10::Stream)> filter);
+  void end_allocate_to_pool(uint64_t route);
   void release_pool(c10::MempoolId_t pool);
+
+  // The observer of every action (DeviceAllocator.h); null: none.
+  void set_observer(const AllocatorObserver* observer) {
+    observer_.store(observer, std::memory_order_release);
+  }
 
   // ---- MemoryLimit.cpp ----
 
@@ -228,10 +264,15 @@ class BlockCache {
       size_t nbytes);
   uint32_t pool_for(c10::DeviceIndex device, c10::StreamId stream);
   PrivatePool* private_pool(uint32_t key);
+  // The free blocks of `pool` (a key; 0: the general cache of `device`), small or large. Caller
+  // holds mutex_.
+  FreeBlocks& free_blocks(c10::DeviceIndex device, uint32_t pool, bool small) {
+    return C10_LIKELY(pool == 0) ? caches_[device].pool(small) : private_pool(pool)->pool(small);
+  }
   Block* spare_block();
   void split(DeviceCache& cache, Block* block, size_t size);
   void record_uses(Block* block) noexcept;
-  void make_free(Block* block);
+  void make_free(Block* block, const AllocatorObserver* watcher);
   void process_pending_uses();
   void finish_use(const PendingUse& use);
   void release_cached_blocks(std::unique_lock<std::mutex>& lock);
@@ -240,15 +281,21 @@ class BlockCache {
   bool over_fraction(c10::DeviceIndex device, size_t size);
   void* device_malloc(c10::DeviceIndex device, size_t size);
 
-  // An action on `block` for the memory history (a no-op unless it records). Caller holds mutex_.
+  // The observer, or null (the usual case: one atomic load).
+  const AllocatorObserver* observer() const {
+    return observer_.load(std::memory_order_acquire);
+  }
+  // Tells `watcher` (observer(), loaded once per operation), if any, of an action on `block`, with
+  // `context` if not null. Caller holds mutex_.
   static void note(
-      memory_history::Action action,
+      const AllocatorObserver* watcher,
+      AllocatorAction action,
       const Block* block,
       size_t size,
-      std::shared_ptr<c10::GatheredContext> context = nullptr) {
-    if (memory_history::is_recording()) {
-      memory_history::record(
-          {action, block->device, reinterpret_cast<uintptr_t>(block->ptr), size, block->stream, 0, std::move(context)});
+      const std::shared_ptr<c10::GatheredContext>* context = nullptr) {
+    if (C10_UNLIKELY(watcher != nullptr)) {
+      const auto address = reinterpret_cast<uintptr_t>(block->ptr);
+      watcher->record({action, block->device, address, size, block->stream, context ? *context : nullptr});
     }
   }
 
@@ -266,10 +313,10 @@ class BlockCache {
     return ones;
   }();
   std::array<size_t, kMaxDevices> limits_{}; // bytes the cache may reserve per device (0: no limit of ours)
-  std::map<c10::MempoolId_t, PrivatePool> pools_; // graph-private pools
-  std::map<unsigned long long, uint32_t> routes_; // runtime capture id -> the key of the pool it allocates from
-  std::atomic<int> route_count_{0}; // routes_.size(), read without the lock by every allocation
+  std::map<c10::MempoolId_t, PrivatePool> pools_; // private pools
+  std::map<uint64_t, PoolRoute> routes_; // open routes, by the id their opener gave
   uint32_t next_pool_key_ = 1;
+  std::atomic<const AllocatorObserver*> observer_{nullptr};
 };
 
 } // namespace torch_foo::allocator

@@ -12,7 +12,6 @@
 #include "BlockCache.h"
 #include "Device.h"
 #include "Exception.h"
-#include "MemoryHistory.h"
 #include "Stream.h"
 
 namespace torch_foo {
@@ -29,8 +28,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return {nullptr, nullptr, &deleter, where};
     }
-    auto context = memory_history::context_for(memory_history::Action::Alloc); // before the lock: takes the GIL
-    void* ptr = cache().malloc_block(device, stream.id(), nbytes, std::move(context))->ptr;
+    void* ptr = cache().malloc_block(device, stream.id(), nbytes)->ptr;
     return {ptr, ptr, &deleter, where}; // the context is the pointer, as raw_allocate expects
   }
 
@@ -87,8 +85,7 @@ class FooDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return nullptr;
     }
-    auto context = memory_history::context_for(memory_history::Action::Alloc);
-    void* ptr = cache().malloc_block(stream.device_index(), stream.id(), nbytes, std::move(context))->ptr;
+    void* ptr = cache().malloc_block(stream.device_index(), stream.id(), nbytes)->ptr;
     std::lock_guard<std::mutex> lock(raw_mutex_);
     raw_.insert(ptr);
     return ptr;
@@ -144,6 +141,10 @@ std::vector<SegmentInfo> memory_segments() {
   return BlockCache::instance().segments();
 }
 
+void set_allocator_observer(const AllocatorObserver* observer) {
+  BlockCache::instance().set_observer(observer);
+}
+
 void set_memory_fraction(double fraction, c10::DeviceIndex device) {
   BlockCache::instance().set_fraction(fraction, device);
 }
@@ -166,12 +167,13 @@ c10::MempoolId_t new_pool_id(bool for_graph) {
   return for_graph ? c10::MempoolId_t{id, 0} : c10::MempoolId_t{0, id};
 }
 
-void begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t pool) {
-  BlockCache::instance().begin_allocate_to_pool(device, capture, pool);
+void begin_allocate_to_pool(
+    c10::DeviceIndex device, uint64_t route, c10::MempoolId_t pool, std::function<bool(c10::Stream)> filter) {
+  BlockCache::instance().begin_allocate_to_pool(device, route, pool, std::move(filter));
 }
 
-void end_allocate_to_pool(unsigned long long capture) {
-  BlockCache::instance().end_allocate_to_pool(capture);
+void end_allocate_to_pool(uint64_t route) {
+  BlockCache::instance().end_allocate_to_pool(route);
 }
 
 void release_pool(c10::MempoolId_t pool) {

@@ -13,6 +13,7 @@
 #include <c10/core/Stream.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,12 +31,12 @@ struct BlockInfo {
   size_t requested = 0; // bytes asked for (allocated blocks)
   bool allocated = false; // held by a tensor
   bool active = false; // allocated, or freed but still in use by another stream
-  std::shared_ptr<c10::GatheredContext> context; // where it was allocated, if memory history recorded it
+  std::shared_ptr<c10::GatheredContext> context; // where it was allocated, if an observer gave it
 };
 
 struct SegmentInfo {
   c10::DeviceIndex device = 0;
-  c10::MempoolId_t pool{0, 0}; // the graph-private pool it belongs to; {0, 0}: the general cache
+  c10::MempoolId_t pool{0, 0}; // the private pool it belongs to; {0, 0}: the general cache
   uintptr_t address = 0;
   size_t total_size = 0;
   size_t allocated_size = 0;
@@ -48,6 +49,34 @@ struct SegmentInfo {
 
 std::vector<SegmentInfo> memory_segments();
 
+// What the allocator does, as an observer sees it (the names of CUDA's memory snapshots: "alloc",
+// "free_requested", "free_completed", "segment_alloc", "segment_free", "oom").
+enum class AllocatorAction { Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, Oom };
+
+struct AllocatorEvent {
+  AllocatorAction action = AllocatorAction::Alloc;
+  c10::DeviceIndex device = 0;
+  uintptr_t address = 0; // for Oom: the device's free bytes
+  size_t size = 0; // bytes asked for (Alloc, FreeRequested, FreeCompleted, Oom), or of the segment
+  c10::StreamId stream = 0;
+  std::shared_ptr<c10::GatheredContext> context; // what context_for gave (Alloc, FreeRequested), or null
+};
+
+// An observer of every allocation and free (the memory history of the profiler feature is one). Its
+// functions are called from any thread; they must not allocate device memory.
+struct AllocatorObserver {
+  // The stack trace to keep for an allocation or free about to happen (null: none). Called before
+  // the allocator takes its lock: gathering Python frames takes the GIL. An allocation's stack trace
+  // stays with its block (memory_segments()) until it is freed.
+  std::shared_ptr<c10::GatheredContext> (*context_for)(AllocatorAction action);
+  // One action: with the allocator's lock held, but for Oom (raised after releasing it).
+  void (*record)(const AllocatorEvent& event);
+};
+
+// Installs `observer` (an object that outlives its use; null: none) for every device. While none is
+// installed, the allocator pays one atomic load per allocation and free for observers.
+void set_allocator_observer(const AllocatorObserver* observer);
+
 // torch.foo.set_per_process_memory_fraction: from now on the allocator takes at most
 // `fraction` (0 to 1) of `device`'s capacity; a request past it frees the cache, then raises
 // torch.OutOfMemoryError. 1 (the default) leaves only the device's own limit.
@@ -59,13 +88,17 @@ double memory_fraction(c10::DeviceIndex device);
 void* raw_alloc(size_t nbytes, c10::Stream stream);
 void raw_delete(void* ptr);
 
-// Graph-private pools (graph capture, Graph.cpp; BlockCache.h says how they work). A new pool id,
-// as torch.cuda.graph_pool_handle() gives: {0, n}; a graph without one given gets {n, 0}.
+// Private memory pools (BlockCache.h says how they work; graph capture, Graph.cpp of the graphs
+// feature, uses them). A new pool id, numbered as CUDA's are: {0, n} for a pool to share (a pool
+// handle), {n, 0} for a graph's own.
 c10::MempoolId_t new_pool_id(bool for_graph);
-// While the runtime capture `capture` (of `device`) runs, allocations on its streams come from
-// `pool` (created on first use; each begin counts one more user of it).
-void begin_allocate_to_pool(c10::DeviceIndex device, unsigned long long capture, c10::MempoolId_t pool);
-void end_allocate_to_pool(unsigned long long capture);
+// Opens route `route` (an id of the caller's, unique among open routes: Graph.cpp gives the runtime's
+// capture id): until end_allocate_to_pool(route), allocations on the streams of `device` that
+// `filter` accepts come from `pool` (created on first use; each begin counts one more user of it).
+// `filter` is called with the allocator's lock held, on each such allocation.
+void begin_allocate_to_pool(
+    c10::DeviceIndex device, uint64_t route, c10::MempoolId_t pool, std::function<bool(c10::Stream)> filter);
+void end_allocate_to_pool(uint64_t route);
 // One user of `pool` less; with none left, its memory goes back to the runtime (empty_cache()).
 void release_pool(c10::MempoolId_t pool);
 

@@ -27,6 +27,15 @@ namespace {
 
 std::atomic<int> captures_underway{0}; // graphs between capture_begin and capture_end, in this process
 
+// Whether `stream` records into the runtime capture `capture` (the filter of its pool route).
+bool captures_into(c10::Stream stream, unsigned long long capture) {
+  const c10::DeviceGuard guard(stream.device());
+  fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  return fooStreamGetCaptureInfo(native_stream(stream), &status, &id) == fooSuccess &&
+      status != fooStreamCaptureStatusNone && id == capture;
+}
+
 fooStreamCaptureMode runtime_mode(at::GraphCaptureMode mode) {
   switch (mode) {
     case at::GraphCaptureMode::Default: // PyTorch's CUDA graphs default to global, as here
@@ -63,7 +72,9 @@ class FooGraph final : public at::GraphImplInterface {
     try {
       fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
       FOO_CHECK(fooStreamGetCaptureInfo(handle, &status, &capture_id_));
-      begin_allocate_to_pool(device_, capture_id_, pool_); // raises for a pool of another device
+      const unsigned long long capture = capture_id_;
+      const auto filter = [capture](c10::Stream s) { return captures_into(s, capture); };
+      begin_allocate_to_pool(device_, capture, pool_, filter); // raises for a pool of another device
     } catch (...) {
       fooGraph_t graph = nullptr; // the stream must not stay in capture
       if (fooStreamEndCapture(handle, &graph) == fooSuccess) {
@@ -171,10 +182,7 @@ class FooGraph final : public at::GraphImplInterface {
   fooGraphExec_t exec_ = nullptr;
 };
 
-} // namespace
-
-namespace graphs {
-
+// graphs::check_not_capturing (Graph.h), installed while the extension loads.
 void check_not_capturing(c10::DeviceIndex device, const std::string& what, const char* why) {
   if (captures_underway.load(std::memory_order_acquire) == 0) {
     return;
@@ -185,7 +193,9 @@ void check_not_capturing(c10::DeviceIndex device, const std::string& what, const
   TORCH_CHECK(status == fooStreamCaptureStatusNone, what, " cannot be captured in a foo graph: ", why);
 }
 
-} // namespace graphs
+[[maybe_unused]] const bool installed = (graphs::not_capturing_check = &check_not_capturing, true);
+
+} // namespace
 } // namespace torch_foo
 
 // The key PyTorch looks the implementation up by: c10::DeviceTypeName(PrivateUse1, false), the

@@ -7,9 +7,6 @@
 #include <mutex>
 
 namespace torch_foo::memory_history {
-
-std::atomic<bool> recording{false};
-
 namespace {
 
 struct State {
@@ -46,6 +43,41 @@ int64_t now_us() {
       .count();
 }
 
+// The stack trace to keep for an allocation or free happening now (null unless wanted).
+std::shared_ptr<c10::GatheredContext> context_for(Action action) {
+  Recorder recorder = nullptr;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const bool wanted = action == Action::Alloc ? s.context >= Context::State : s.context == Context::All;
+    recorder = wanted ? s.recorder : nullptr;
+  }
+  return recorder != nullptr ? recorder() : nullptr;
+}
+
+// Appends an entry for `event` (a no-op unless the history is on).
+void record(const AllocatorEvent& event) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.history || event.device < 0 || static_cast<size_t>(event.device) >= kMaxDevices) {
+    return;
+  }
+  Entry entry{event.action, event.device, event.address, event.size, event.stream, now_us(), nullptr};
+  if (s.context >= Context::Alloc) { // "state": stack traces only for live allocations, not in the history
+    entry.context = event.context;
+  }
+  auto& ring = s.rings[entry.device];
+  size_t& next = s.next[entry.device];
+  if (ring.size() < s.max_entries) {
+    ring.push_back(std::move(entry));
+  } else {
+    ring[next] = std::move(entry);
+    next = (next + 1) % s.max_entries;
+  }
+}
+
+constexpr AllocatorObserver kObserver{&context_for, &record};
+
 } // namespace
 
 void configure(bool history, Context context, size_t max_entries, Recorder recorder, bool clear) {
@@ -63,44 +95,7 @@ void configure(bool history, Context context, size_t max_entries, Recorder recor
     s.rings[d] = std::move(kept);
     s.next[d] = 0;
   }
-  recording.store(s.history || s.context != Context::Never, std::memory_order_relaxed);
-}
-
-std::shared_ptr<c10::GatheredContext> context_for(Action action) {
-  if (!is_recording()) {
-    return nullptr;
-  }
-  Recorder recorder = nullptr;
-  {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.mutex);
-    const bool wanted = action == Action::Alloc ? s.context >= Context::State : s.context == Context::All;
-    recorder = wanted ? s.recorder : nullptr;
-  }
-  return recorder != nullptr ? recorder() : nullptr;
-}
-
-void record(Entry entry) {
-  if (!is_recording()) {
-    return;
-  }
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.history || entry.device < 0 || static_cast<size_t>(entry.device) >= kMaxDevices) {
-    return;
-  }
-  if (s.context < Context::Alloc) {
-    entry.context = nullptr; // "state": stack traces only for live allocations, not in the history
-  }
-  entry.time_us = now_us();
-  auto& ring = s.rings[entry.device];
-  size_t& next = s.next[entry.device];
-  if (ring.size() < s.max_entries) {
-    ring.push_back(std::move(entry));
-  } else {
-    ring[next] = std::move(entry);
-    next = (next + 1) % s.max_entries;
-  }
+  set_allocator_observer(s.history || s.context != Context::Never ? &kObserver : nullptr);
 }
 
 std::vector<std::vector<Entry>> entries(size_t device_count) {

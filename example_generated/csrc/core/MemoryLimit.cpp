@@ -74,8 +74,8 @@ void BlockCache::raise_out_of_memory(
     const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
     (void)fooMemGetInfo(&free, &total);
   }
-  if (memory_history::is_recording()) { // an "oom" entry: the address field holds the free bytes
-    memory_history::record({memory_history::Action::Oom, device, free, nbytes, 0, 0, nullptr});
+  if (const AllocatorObserver* watcher = instance().observer(); watcher != nullptr) {
+    watcher->record({AllocatorAction::Oom, device, free, nbytes, 0, nullptr}); // the address field: free bytes
   }
   TORCH_CHECK_WITH(
       OutOfMemoryError,

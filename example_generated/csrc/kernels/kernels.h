@@ -8,9 +8,9 @@
 // has no PyTorch includes. csrc/kernels/emulated/ implements it for the emulated device by
 // launching kernels through fooLaunchKernel; a hardware port implements the same functions with
 // its own kernels (or maps them onto its vendor library) and keeps everything in csrc/aten. The
-// optional parts of the library have headers of their own, which come with their answer: native.h
-// (native_operators: activations, sums, gradient scaling, matrix products, convolutions, softmax),
-// attention.h, histogram.h and recurrent.h (kernel_families), custom_ops.h (custom_op).
+// optional parts of the library have headers of their own beside this one, which come with their
+// answers: native_operators (activations, sums, gradient scaling, matrix products, convolutions,
+// softmax), kernel_families (attention, histograms, recurrent cells) and custom_op.
 //
 // Conventions:
 //  - every function returns a fooError_t of the runtime, described by fooOpGetLastErrorMessage();
