@@ -76,15 +76,11 @@ LISTS_ABSENCE = {"graphs": {f"{PACKAGE}/_cuda_parity.py", "tests/test_cuda_parit
 # when an entry no longer occurs in any variant, so that the list only shrinks.
 NAMED_WHEN_ABSENT = {
     ("benchmarks", "tests/models.py", "benchmarks/bench_models.py"),
-    ("custom_op", "tests/test_layering.py", "csrc/kernels/custom_ops.h"),
-    ("custom_op", "csrc/kernels/kernels.h", "csrc/kernels/custom_ops.h"),
     ("opinfo_tests", "csrc/families/WiderDtypes.cpp", "tests/test_dtype_coverage.py"),
     ("opinfo_tests", "tests/sanitizers/harness.py", "tests/test_fallback_sweep.py"),
     ("distributed", f"{PACKAGE}/_cuda_parity.py", f"{PACKAGE}/distributed.py"),
     ("profiler", "csrc/runtime/tracing.h", "csrc/profiler/KinetoSession.cpp"),
     ("profiler", "tests/runtime/tracing_contract.cpp", "csrc/profiler/KinetoSession.cpp"),
-    ("kernel_families", "tests/test_layering.py", "csrc/kernels/attention.h"),
-    ("kernel_families", "tests/test_layering.py", "csrc/kernels/histogram.h"),
     ("kernel_families", "tests/test_opinfo.py", "tests/test_attention.py"),
     ("graphs", f"{PACKAGE}/_cuda_parity.py", f"{PACKAGE}/graphs.py"),
 }

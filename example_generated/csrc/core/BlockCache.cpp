@@ -422,7 +422,7 @@ std::vector<SegmentInfo> BlockCache::segments() {
 
 // The pool allocations on `stream` come from: that of the first open route of `device` whose filter
 // accepts the stream, else the general cache (0). Asked only while a route is open (then each
-// filter costs what it costs: Graph.cpp's asks the runtime whether the stream captures). Caller
+// filter costs what it costs: graph capture's asks the runtime whether the stream captures). Caller
 // holds mutex_.
 uint32_t BlockCache::pool_for(c10::DeviceIndex device, c10::StreamId stream) {
   const c10::Stream which(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), stream);

@@ -22,7 +22,7 @@
 //  - Private pools: every block belongs to a pool, 0 being the general cache. While a route to
 //    private pool P is open (begin_allocate_to_pool) and its filter accepts a stream, that stream's
 //    allocations come from P's own segments, and blocks of P go back to P when freed, during the
-//    route or after it. Graph capture uses them (Graph.cpp, the graphs feature): a graph's replays
+//    route or after it. Graph capture uses them (the graphs feature): a graph's replays
 //    keep using the addresses it captured, so no other work may get them. Blocks of P are found by
 //    pool, not by stream (every stream of a capture shares them). Users may share P (a use count);
 //    when the last one lets it go (release_pool), P's whole free segments go back to the runtime at

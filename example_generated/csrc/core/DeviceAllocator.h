@@ -88,11 +88,11 @@ double memory_fraction(c10::DeviceIndex device);
 void* raw_alloc(size_t nbytes, c10::Stream stream);
 void raw_delete(void* ptr);
 
-// Private memory pools (BlockCache.h says how they work; graph capture, Graph.cpp of the graphs
-// feature, uses them). A new pool id, numbered as CUDA's are: {0, n} for a pool to share (a pool
+// Private memory pools (BlockCache.h says how they work; graph capture, the graphs feature, uses
+// them). A new pool id, numbered as CUDA's are: {0, n} for a pool to share (a pool
 // handle), {n, 0} for a graph's own.
 c10::MempoolId_t new_pool_id(bool for_graph);
-// Opens route `route` (an id of the caller's, unique among open routes: Graph.cpp gives the runtime's
+// Opens route `route` (an id of the caller's, unique among open routes: graph capture gives the runtime's
 // capture id): until end_allocate_to_pool(route), allocations on the streams of `device` that
 // `filter` accepts come from `pool` (created on first use; each begin counts one more user of it).
 // `filter` is called with the allocator's lock held, on each such allocation.

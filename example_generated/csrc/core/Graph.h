@@ -1,7 +1,7 @@
 // Graph capture, as the rest of the extension asks about it: work that cannot be recorded into a
 // graph checks that no capture records it. Streams capture only in a build with graph capture
-// (Graph.cpp, the graphs feature), which installs the check when it is loaded; without it, the
-// check is the load of a null pointer.
+// (the graphs feature), whose file installs the check when it is loaded; without it, the check is
+// the load of a null pointer.
 #pragma once
 
 #include <string>
@@ -13,7 +13,7 @@ namespace torch_foo::graphs {
 
 using NotCapturingCheck = void (*)(c10::DeviceIndex device, const std::string& what, const char* why);
 
-// The check check_not_capturing() runs; set once, while the extension loads, by Graph.cpp.
+// The check check_not_capturing() runs; set once, while the extension loads, by graph capture.
 inline NotCapturingCheck not_capturing_check = nullptr;
 
 // Raises if the current stream of `device` captures a graph: `what` cannot be recorded into one,
