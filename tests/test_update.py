@@ -322,6 +322,16 @@ def released_template(tmp_path: Path, tag: str, this_release: str) -> Path:
     return repo
 
 
+def fresh_render(repo: Path, dest: Path, ref: str, **answers) -> Path:
+    """A render of release `ref` with the test's name and `answers`, to compare an updated project with."""
+    data = {"backend_name": NAME, **answers}
+    return Path(run_copy(str(repo), dest, data=data, vcs_ref=ref, defaults=True, quiet=True, unsafe=True).dst_path)
+
+
+def files_of(project: Path) -> set[Path]:
+    return {p.relative_to(project) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
+
+
 def test_update_of_a_project_on_a_retired_torch_release(tmp_path, capfd):
     """A project pinned to a torch release that left copier/torch.yml: the update stops before it
     changes anything and says how to stay (the last template release for it, which still updates)
@@ -385,19 +395,8 @@ def test_update_from_the_previous_release(tmp_path):
     assert USER_TEST in (project / "tests" / "test_ops.py").read_text()
     kept = project / "csrc" / "runtime" / "runtime.cpp.orig"
     assert not runtime.exists() and "// Our lab's driver notes." in kept.read_text()
-    fresh = Path(
-        run_copy(
-            str(repo),
-            tmp_path / "fresh",
-            data={"backend_name": NAME},
-            vcs_ref="v0.2.0",
-            defaults=True,
-            quiet=True,
-            unsafe=True,
-        ).dst_path
-    )
-    expected = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
-    actual = {p.relative_to(project) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
+    fresh = fresh_render(repo, tmp_path / "fresh", "v0.2.0")
+    expected, actual = files_of(fresh), files_of(project)
     assert actual - expected == {Path("csrc/runtime/runtime.cpp.orig")}
     assert expected - actual == set()
     edited = {Path("README.md"), Path("tests/test_ops.py"), Path(".copier-answers.yml")}
@@ -444,19 +443,8 @@ def test_update_from_the_last_release_keeps_edits_of_restructured_core_files(tmp
     # The project keeps the torch release it was pinned to (the last release's default) while this
     # release supports it: the fresh render answers the same.
     pinned = yaml.safe_load((project / ".copier-answers.yml").read_text())["torch_version"]
-    fresh = Path(
-        run_copy(
-            str(repo),
-            tmp_path / "fresh",
-            data={"backend_name": NAME, "torch_version": pinned},
-            vcs_ref="v0.3.0",
-            defaults=True,
-            quiet=True,
-            unsafe=True,
-        ).dst_path
-    )
-    expected = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
-    actual = {p.relative_to(project) for p in project.rglob("*") if p.is_file() and ".git" not in p.parts}
+    fresh = fresh_render(repo, tmp_path / "fresh", "v0.3.0", torch_version=pinned)
+    expected, actual = files_of(fresh), files_of(project)
     assert actual == expected
     edited = {Path(relative) for relative in USER_CORE_EDITS} | {Path(".copier-answers.yml")}
     for relative in expected - edited:
