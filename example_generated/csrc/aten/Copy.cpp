@@ -219,7 +219,7 @@ void copy_between_devices(const at::Tensor& dst, const at::Tensor& src) {
   }
 }
 
-at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: both tensors must be defined");
   if (dst.numel() == 0 || self.is_same(dst)) {
     return dst;
@@ -252,7 +252,7 @@ at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_bl
   return dst;
 }
 
-at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (dst.sizes() != self.sizes()) {
     // Resized by the kernel that made `self` (the CPU fallback's out= arguments): with its layout
     // too, which the CPU's kernels take from their inputs (x.t().abs() is transposed; found by
@@ -262,7 +262,7 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) 
       dst.set_(dst.storage(), dst.storage_offset(), self.sizes(), self.strides());
     }
   }
-  return _copy_from(self, dst, false);
+  return copy_from(self, dst, false);
 }
 
 at::Scalar _local_scalar_dense(const at::Tensor& self) {
@@ -301,8 +301,8 @@ void copy_into_device(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_copy_from", _copy_from);
-  m.impl("_copy_from_and_resize", _copy_from_and_resize);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", _local_scalar_dense);
 }
 

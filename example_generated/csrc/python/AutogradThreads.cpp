@@ -18,6 +18,15 @@
 // backward pass, started from C++ so that its own task holds no Python object, and wait for it with
 // the GIL released. A device thread runs its tasks one at a time, so by the time it completes that
 // pass it has dropped every earlier task, taking the GIL we released to do so.
+//
+// Per-operator headers only: torch/autograd.h reaches ATen/ExpandUtils.h, which without
+// AT_PER_OPERATOR_HEADERS includes all of ATen/Functions.h (3.5 MB of the module's 12.5 MB unit;
+// the template's docs/build-speed.md).
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#ifndef AT_PER_OPERATOR_HEADERS
+#define AT_PER_OPERATOR_HEADERS
+#endif
+
 #include "AutogradThreads.h"
 
 #include <ATen/ops/zeros.h>

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include <c10/core/Device.h>
-#include <torch/csrc/utils/pybind.h>
 
+#include "../compat/PythonBindings.h" // pybind11 with torch's type casters
 #include "../core/Device.h"
 
 namespace torch_foo {
