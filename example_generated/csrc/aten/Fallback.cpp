@@ -25,6 +25,7 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
+#include "../core/Graph.h"
 #include "Copy.h"
 #include "SchemaFacts.h"
 
@@ -33,7 +34,6 @@ namespace {
 
 // The features' seams (Fallback.h), filled before main by their files' static initialisers and only
 // read afterwards. Constant-initialised: null before any initialiser runs, whatever the order.
-constinit FallbackCheck feature_check = nullptr;
 constinit FallbackRunner feature_runner = nullptr;
 constexpr size_t kMaxRoutings = 4;
 constinit FallbackRouting feature_routings[kMaxRoutings] = {};
@@ -228,9 +228,11 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
             "includes the fused recurrent cells"
           : "");
   check_same_device(op, *stack);
-  if (feature_check != nullptr) {
-    feature_check(op);
-  }
+  // A graph cannot record the fallback: it copies the tensors to the host and waits for the device.
+  graphs::check_not_capturing(
+      current_device(),
+      "operator " + op.schema().operator_name().name + " (it has no foo kernel: the CPU fallback runs it)",
+      "the fallback copies its tensors to the host and waits for the device");
   const OpFacts& facts = facts_for(op);
   if (!facts.generators.empty()) {
     seed_cpu_generators(facts, op, stack);
@@ -256,16 +258,11 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
 }
 
-FallbackExtension::FallbackExtension(
-    const char* feature, FallbackCheck check, FallbackRunner runner, FallbackRouting routing) {
+FallbackExtension::FallbackExtension(const char* feature, FallbackRunner runner, FallbackRouting routing) {
   // No exception can leave a static initialiser: a conflict is kept for route_ops_to_fallback to raise.
-  if ((check != nullptr && feature_check != nullptr) || (runner != nullptr && feature_runner != nullptr) ||
-      (routing != nullptr && routing_count == kMaxRoutings)) {
+  if ((runner != nullptr && feature_runner != nullptr) || (routing != nullptr && routing_count == kMaxRoutings)) {
     conflict = feature;
     return;
-  }
-  if (check != nullptr) {
-    feature_check = check;
   }
   if (runner != nullptr) {
     feature_runner = runner;
@@ -280,7 +277,7 @@ void route_ops_to_fallback() {
       conflict == nullptr,
       "the CPU fallback's seam that ",
       conflict,
-      " fills is taken already (csrc/aten/Fallback.h: one check, one runner and ",
+      " fills is taken already (csrc/aten/Fallback.h: one runner and ",
       kMaxRoutings,
       " routings)");
   route_structured_ops_to_fallback();

@@ -40,9 +40,6 @@ void route_ops_to_fallback();
 // initialisation (a namespace-scope FallbackExtension), so that this layer names no feature. Each
 // is empty without its feature; the fallback tests one pointer per call.
 
-// Raises when `op` must not run on the fallback now (the graphs answer: not while the current
-// stream is being captured).
-using FallbackCheck = void (*)(const c10::OperatorHandle& op);
 // Runs `op` its own way and returns true, or returns false with the stack untouched (the
 // kernel_families answer: the dtypes CUDA has and the CPU lacks).
 using FallbackRunner = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
@@ -50,11 +47,10 @@ using FallbackRunner = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack
 // the kernel_families answer: the sparse operators).
 using FallbackRouting = void (*)();
 
-// What a feature adds to the fallback: any of the three, null for the others. At most one check and
-// one runner in a process, and four routings: one more makes route_ops_to_fallback() raise, when
-// the module loads.
+// What a feature adds to the fallback: either or both, null for the other. At most one runner in a
+// process, and four routings: one more makes route_ops_to_fallback() raise, when the module loads.
 struct FallbackExtension {
-  FallbackExtension(const char* feature, FallbackCheck check, FallbackRunner runner, FallbackRouting routing);
+  FallbackExtension(const char* feature, FallbackRunner runner, FallbackRouting routing);
 };
 
 // Names of the operators that ran through the fallback in this process, sorted.

@@ -203,8 +203,7 @@ void route_sparse_ops_to_fallback() {
   });
 }
 
-const FallbackExtension sparse_routing(
-    "kernel_families (sparse tensors)", nullptr, nullptr, &route_sparse_ops_to_fallback);
+const FallbackExtension sparse_routing("kernel_families (sparse tensors)", nullptr, &route_sparse_ops_to_fallback);
 
 } // namespace
 

@@ -320,7 +320,7 @@ bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
   return true;
 }
 
-const FallbackExtension wider_dtypes("kernel_families (wider dtypes)", nullptr, &run_widened, nullptr);
+const FallbackExtension wider_dtypes("kernel_families (wider dtypes)", &run_widened, nullptr);
 
 } // namespace
 } // namespace torch_foo
