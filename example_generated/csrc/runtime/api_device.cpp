@@ -158,6 +158,7 @@ const char* fooGetErrorString(fooError_t error) {
     case fooErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case fooErrorStreamCaptureUnjoined: return "capture was not joined back to its origin stream";
     case fooErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case fooErrorInvalidKernelImage: return "device kernel image is invalid";
     case fooErrorUnknown: return "unknown driver error";
   }
   return "unknown error code";
@@ -269,6 +270,20 @@ fooError_t fooDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice
   }
   *canAccessPeer = device != peerDevice && driver::can_access_peer(device, peerDevice) ? 1 : 0;
   return result(fooSuccess);
+}
+
+fooError_t fooDeviceGetNativeHandle(int device, void** native, void** context) {
+  if (native == nullptr || context == nullptr) {
+    return result(null_argument(native == nullptr ? "native" : "context"));
+  }
+  if (runtime::forked()) {
+    return result(forked_child());
+  }
+  if (!runtime::valid_device(device)) {
+    return result(bad_device(device));
+  }
+  use_device(device); // the handles are for work on the device: they exist once it is initialised
+  return result(driver::device_native_handle(device, native, context));
 }
 
 fooError_t fooIsInBadFork(int* bad) {

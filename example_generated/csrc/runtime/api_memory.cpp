@@ -79,6 +79,16 @@ fooError_t fooPointerGetAttributes(fooPointerAttributes* attributes, const void*
   return result(fooSuccess);
 }
 
+fooError_t fooPointerGetNativeHandle(const void* devicePtr, void** buffer, size_t* offset) {
+  if (buffer == nullptr || offset == nullptr) {
+    return result(null_argument(buffer == nullptr ? "buffer" : "offset"));
+  }
+  if (forked()) {
+    return result(forked_child());
+  }
+  return result(driver::pointer_native_handle(devicePtr, buffer, offset));
+}
+
 fooError_t fooMallocHost(void** ptr, size_t size) {
   if (ptr == nullptr) {
     return result(null_argument("ptr"));

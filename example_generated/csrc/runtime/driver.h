@@ -23,7 +23,10 @@
 namespace torch_foo::driver {
 
 // Devices. device_count() and device_properties() run before initialisation (and in a bad fork
-// child): they must not start anything. initialize() runs once, before the first device work.
+// child): they must not start anything, and device_count() must not load the vendor's drivers
+// into the process either (listing OpenCL platforms loads every installed driver, which may start
+// threads that a later fork cannot survive): a driver that needs them to count asks a child
+// process once and keeps the answer. initialize() runs once, before the first device work.
 int device_count();
 fooError_t device_properties(int device, fooDeviceProp* prop);
 void initialize();
@@ -39,7 +42,10 @@ fooError_t device_metric(int device, fooDeviceMetric metric, uint64_t* value);
 fooError_t device_processes(int device, fooProcessInfo* processes, unsigned int* count);
 
 // Memory. malloc(size > 0) on `device`; free() of a pointer that is not a live allocation's start
-// is fooErrorInvalidDevicePointer. free() and free_host() wait for pending work.
+// is fooErrorInvalidDevicePointer. free() and free_host() wait for pending work. Device pointers
+// are addresses in a range the driver reserves (the host need not be able to access it); any
+// address inside a live allocation is valid in copies and as a kernel's Buffer argument, and the
+// driver maps it to the buffer and offset behind it (pointer_native_handle()).
 fooError_t malloc(int device, size_t size, void** ptr);
 fooError_t free(void* ptr);
 fooError_t mem_get_info(int device, size_t* free, size_t* total);
@@ -73,21 +79,48 @@ fooError_t event_synchronize(fooEvent_t event);
 fooError_t event_elapsed_time(float* ms, fooEvent_t start, fooEvent_t end);
 fooError_t event_destroy(fooEvent_t event);
 
-// Modules and launches. The entry points check that the grid and block are not empty and the
-// parameter block fits FOO_MAX_PARAM_BYTES; the driver checks the device's own limits.
+// Modules and launches. The entry points check that the grid and block are not empty and each
+// typed argument as runtime.h says (fooLaunchKernelArgs: kinds, pointers, sizes, at most
+// FOO_MAX_KERNEL_ARGS arguments whose Value bytes fit FOO_MAX_PARAM_BYTES); the driver checks
+// what only it knows: the device's own limits (threads per block, local memory within
+// sharedMemPerBlock) and that each Buffer lies inside a live allocation of the stream's device
+// (fooErrorInvalidDevicePointer otherwise). launch_kernel() copies every argument before it
+// returns. A kernel reports failure through its ErrorFlag argument; the launch then fails with
+// the flag's message, reported by the stream's next synchronisation, once per launch.
+// module_load_data() builds or loads `size` bytes of `format` for every device; a module that does
+// not build or load is fooErrorInvalidKernelImage, with the build log attached by fail().
 fooError_t module_load(const char* path, fooModule_t* module);
+// clang-format off: the seam's declarations as docs/porting.md gives them
+fooError_t module_load_data(
+    const void* image, size_t size, fooModuleFormat format, const char* options, fooModule_t* module);
+// clang-format on
 fooError_t module_get_function(fooModule_t module, const char* name, fooFunction_t* function);
 fooError_t module_unload(fooModule_t module);
 fooError_t function_name(fooFunction_t function, const char** name);
+// clang-format off: the seam's declarations as docs/porting.md gives them
 fooError_t launch_kernel(
     fooFunction_t function,
     fooDim3 grid,
     fooDim3 block,
-    const void* params,
-    size_t params_size,
-    size_t shared_bytes,
+    const fooKernelArg* args,
+    unsigned int nargs,
     fooStream_t stream);
+// clang-format on
 fooError_t launch_host_func(fooStream_t stream, fooHostFn_t fn, void* user_data);
+
+// Native handles and vendor-library work (runtime.h states what each gives). A device without a
+// vendor API behind it answers device_native_handle() with fooErrorNotSupported.
+// pointer_native_handle() of an address outside every live allocation is
+// fooErrorInvalidDevicePointer. launch_native() copies `args`; it calls fn(queue, args) when the
+// work belongs in the stream's order (at once, or on the stream's worker), records the call
+// instead while the stream captures (a graph makes it again at each launch), and gives it a
+// kernel record named `name` while tracing. Vendor libraries enter streams only this way, so that
+// capture and tracing see their work.
+fooError_t device_native_handle(int device, void** native, void** context);
+fooError_t pointer_native_handle(const void* ptr, void** buffer, size_t* offset);
+// clang-format off: the seam's declarations as docs/porting.md gives them
+fooError_t launch_native(fooStream_t stream, const char* name, fooNativeFn_t fn, const void* args, size_t args_size);
+// clang-format on
 
 // Stream capture and graphs (runtime.h's graph calls say what is recorded and what conflicts with a
 // capture). The device records the work submitted to a capturing stream instead of running it; the

@@ -13,7 +13,12 @@
 //  - the current device is per host thread (fooSetDevice / fooGetDevice) and starts at 0;
 //  - device pointers are unified: a pointer identifies its device (fooPointerGetAttributes);
 //    host code never dereferences them, kernels and copies do, unless the device reports
-//    hostAccessesDeviceMemory (fooDeviceProp);
+//    hostAccessesDeviceMemory (fooDeviceProp). They are addresses in a range the driver reserves,
+//    which the host may be unable to access at all (the emulated device in strict memory mode; a
+//    device whose memory is buffer objects, such as OpenCL's, always). Arithmetic inside an
+//    allocation is valid (a caching allocator splits its segments, a tensor's data pointer adds
+//    its offset): the driver maps any address inside a live allocation to the buffer and the byte
+//    offset behind it (fooPointerGetNativeHandle);
 //  - work runs asynchronously on streams, in order within a stream. A NULL stream is the default
 //    stream of the current device (an ordinary stream: it does not synchronise with the others).
 //    Functions with the Async suffix, kernel and host-function launches and event records only
@@ -22,10 +27,15 @@
 //    and time the work between two of them;
 //  - a kernel that fails marks its stream; the next call that synchronises with that stream
 //    reports fooErrorLaunchFailure (once), with the kernel's message in fooGetLastErrorMessage(),
-//    as a device reports a fault at the next synchronisation;
+//    as a device reports a fault at the next synchronisation. A kernel reports a failure through
+//    an ErrorFlag argument of its launch (fooKernelArgErrorFlag), whose message the launch gives;
+//  - work of a vendor library (a BLAS, CLBlast) enters a stream only through fooLaunchNative, so
+//    that stream order, graph capture and tracing see it like any other work;
 //  - the runtime initialises itself lazily on the first call that touches a device (memory,
 //    streams, events, modules, launches). fooGetDeviceCount, fooGetDeviceProperties,
-//    fooSetDevice and fooGetDevice never initialise anything. A process forked after
+//    fooSetDevice and fooGetDevice never initialise anything, and counting devices never loads
+//    the vendor's drivers into the process (a driver that needs them to count asks a child
+//    process): a process that only counted devices may fork freely. A process forked after
 //    initialisation cannot use the runtime: its calls return fooErrorForkedAfterInit at once
 //    (fooIsInBadFork tells);
 //  - work that runs on a stream (kernels, host functions) must not call the runtime.
@@ -41,12 +51,13 @@
 #endif
 
 // The version of this API: major * 1000 + minor * 10, as CUDART_VERSION.
-#define FOO_RUNTIME_VERSION 2000
+#define FOO_RUNTIME_VERSION 2100
 
 // The most devices the runtime addresses; the device count (fooGetDeviceCount) is at most this.
 #define FOO_MAX_DEVICES 16
 
-// The largest kernel parameter block fooLaunchKernel accepts, in bytes.
+// The largest kernel parameter block fooLaunchKernel accepts, in bytes (for fooLaunchKernelArgs: the
+// Value arguments of one launch together).
 #define FOO_MAX_PARAM_BYTES 4096
 
 #ifdef __cplusplus
@@ -71,6 +82,8 @@ typedef enum fooError {
   fooErrorStreamCaptureInvalidated = 14, // the capture was invalidated by an earlier failed call
   fooErrorStreamCaptureUnjoined = 15, // a stream that joined the capture did not join back to its origin
   fooErrorStreamCaptureIsolation = 16, // a capture would depend on work outside it (an event recorded before)
+  // a module that does not build or load (the build log is in fooGetLastErrorMessage)
+  fooErrorInvalidKernelImage = 17,
   fooErrorUnknown = 999, // a driver failure with no better code (fooGetLastErrorMessage has its text)
 } fooError_t;
 
@@ -268,10 +281,27 @@ FOO_API fooError_t fooEventDestroy(fooEvent_t event);
 
 // ---- modules and kernel launch ------------------------------------------------------------------
 
-// A module is a code object the driver loads (a CUDA cubin; on the emulated device, a shared
-// library whose kernels follow emulation.h). Loading needs no current device; unloading waits for
-// all pending work, then invalidates the module's functions.
+// A module is a code object the driver loads (a CUDA cubin, an OpenCL program; on the emulated
+// device, a shared library whose kernels follow emulation.h). Loading needs no current device;
+// unloading waits for all pending work, then invalidates the module's functions. fooModuleLoad
+// loads a file: what the device's compiler produced (on OpenCL, a file whose name ends in .cl is
+// source, built as fooModuleLoadData builds it); a file that does not exist is fooErrorNotFound.
 FOO_API fooError_t fooModuleLoad(fooModule_t* module, const char* path);
+
+typedef enum fooModuleFormat {
+  // the device's kernel language: OpenCL C; C++ on the emulated device (built by the host compiler)
+  fooModuleSource = 0,
+  // what the device's compiler produced: an OpenCL program binary; a shared library on the emulated device
+  fooModuleBinary = 1,
+} fooModuleFormat;
+
+// Builds or loads a module from `size` bytes at `image`, for every device of the runtime, with the
+// device compiler's `options` (NULL: none). A module that does not build is
+// fooErrorInvalidKernelImage with the build log in fooGetLastErrorMessage().
+// clang-format off: the seam's declarations as docs/porting.md gives them
+FOO_API fooError_t fooModuleLoadData(
+    fooModule_t* module, const void* image, size_t size, fooModuleFormat format, const char* options);
+// clang-format on
 FOO_API fooError_t fooModuleGetFunction(fooFunction_t* f, fooModule_t module, const char* name);
 FOO_API fooError_t fooModuleUnload(fooModule_t module);
 // The kernel's name, for error messages and traces (valid as long as the function is).
@@ -281,8 +311,11 @@ FOO_API fooError_t fooFuncGetName(const char** name, fooFunction_t function);
 // once per block of `gridDim` (x * y * z blocks, in any order, possibly at the same time), each
 // block with `blockDim` threads and `sharedMemBytes` of shared memory. `params` points to the
 // kernel's parameter block of `paramsSize` bytes (at most FOO_MAX_PARAM_BYTES), which is copied
-// before this returns: the caller may reuse it at once. Device pointers inside it are the ones
-// fooMalloc returned.
+// before this returns: the caller may reuse it at once. It is the typed launch
+// (fooLaunchKernelArgs) of one Value argument, the parameter block (none when paramsSize is 0),
+// followed, when sharedMemBytes > 0, by one Local argument of sharedMemBytes. So a block that
+// holds device pointers works only on a device whose kernels take pointers inside a struct (the
+// emulated device does, OpenCL does not): portable callers pass Buffer arguments.
 FOO_API fooError_t fooLaunchKernel(
     fooFunction_t function,
     fooDim3 gridDim,
@@ -292,10 +325,71 @@ FOO_API fooError_t fooLaunchKernel(
     size_t sharedMemBytes,
     fooStream_t stream);
 
+// The most arguments one launch passes.
+#define FOO_MAX_KERNEL_ARGS 64
+
+// One argument of a typed launch (fooLaunchKernelArgs). How each kind reaches the kernel is the
+// driver's kernel ABI (docs/porting.md): on OpenCL a Buffer is two parameters (the arena's cl_mem
+// and a ulong byte offset), an ErrorFlag two (a __global uint* and a uint token); on the emulated
+// device every argument is a slot of the parameter block (emulation.h).
+typedef enum fooKernelArgKind {
+  fooKernelArgValue = 0, // `size` bytes at `pointer`, copied at launch (no device pointers inside)
+  fooKernelArgBuffer = 1, // the device address `pointer`: anywhere inside a live allocation of the stream's device
+  fooKernelArgLocal = 2, // `size` bytes of the work-group's local (shared) memory; `pointer` is NULL
+  fooKernelArgErrorFlag = 3, // where the kernel reports failure; `pointer` is the message (a C string, copied)
+} fooKernelArgKind;
+
+typedef struct fooKernelArg {
+  fooKernelArgKind kind;
+  const void* pointer;
+  size_t size; // Value and Local: bytes; Buffer and ErrorFlag: 0
+} fooKernelArg;
+
+// Runs `function` on `stream` as fooLaunchKernel does, with `nargs` typed arguments (at most
+// FOO_MAX_KERNEL_ARGS; Value bytes together at most FOO_MAX_PARAM_BYTES). A kernel that raises
+// its ErrorFlag fails its launch: the stream reports fooErrorLaunchFailure at its next
+// synchronisation with the flag's message.
+// clang-format off: the seam's declarations as docs/porting.md gives them
+FOO_API fooError_t fooLaunchKernelArgs(
+    fooFunction_t function, fooDim3 gridDim, fooDim3 blockDim,
+    const fooKernelArg* args, unsigned int nargs, fooStream_t stream);
+// clang-format on
+// The checks: `args` may be NULL only when nargs is 0; a Value needs a pointer and size > 0, a
+// Buffer and an ErrorFlag a pointer and size 0, a Local size > 0 (within sharedMemPerBlock, all
+// Locals of the launch together); anything else is fooErrorInvalidValue. A Buffer that is not
+// inside a live allocation of the stream's device is fooErrorInvalidDevicePointer. Several
+// blocks that raise one launch's ErrorFlag fail it once.
+
 // Runs fn(userData) on a host thread of the runtime after the work already enqueued on `stream`;
 // later work on the stream waits for it (CUDA's cudaLaunchHostFunc). It must not call the runtime.
 typedef void (*fooHostFn_t)(void* userData);
 FOO_API fooError_t fooLaunchHostFunc(fooStream_t stream, fooHostFn_t fn, void* userData);
+
+// ---- native handles and vendor-library work ----------------------------------------------------
+
+// The vendor API's objects behind the runtime's, for a vendor library (CLBlast, a BLAS): `*native`
+// is the device's (OpenCL: cl_device_id) and `*context` its context (cl_context). The emulated device
+// has none: fooErrorNotSupported.
+FOO_API fooError_t fooDeviceGetNativeHandle(int device, void** native, void** context);
+// The buffer and byte offset behind a device address (OpenCL: the arena's cl_mem).
+FOO_API fooError_t fooPointerGetNativeHandle(const void* devicePtr, void** buffer, size_t* offset);
+// (On the emulated device the buffer is the start of the allocation that holds devicePtr and the
+// offset is devicePtr's distance from it. An address that is not inside a live device allocation
+// is fooErrorInvalidDevicePointer.)
+
+// Vendor-library work in stream order. fn(queue, args) enqueues work on `queue`, the stream's native
+// queue (OpenCL: its cl_command_queue; the emulated device: NULL, fn runs on the stream's worker) and
+// must not wait for it. The driver calls fn when the work belongs in the stream's order (on OpenCL
+// at once, on the calling thread); while the stream captures it records the call and makes it again
+// at every replay of the graph; while tracing, the work appears as one kernel record named `name`.
+// `args`: `argsSize` bytes, copied (a captured call owns its copy).
+typedef void (*fooNativeFn_t)(void* queue, const void* args);
+// clang-format off: the seam's declarations as docs/porting.md gives them
+FOO_API fooError_t fooLaunchNative(
+    fooStream_t stream, const char* name, fooNativeFn_t fn, const void* args, size_t argsSize);
+// clang-format on
+// (fn and name must not be NULL; args may be NULL only when argsSize is 0. Like a host function,
+// fn must not call the runtime when it runs on a stream's worker.)
 
 // ---- stream capture ----------------------------------------------------------------------------
 
@@ -315,9 +409,9 @@ typedef enum fooStreamCaptureStatus {
 
 // ---- graphs (stream capture) --------------------------------------------------------------------
 
-// While a stream captures, the work submitted to it (kernel and host-function launches, which copy
-// their parameters as usual, asynchronous copies of device or pinned memory, fills, event records,
-// waits) is recorded into a graph instead of running. A stream that waits for an event recorded
+// While a stream captures, the work submitted to it (kernel and host-function launches and native
+// work, which copy their arguments as usual, asynchronous copies of device or pinned memory, fills,
+// event records, waits) is recorded into a graph instead of running. A stream that waits for an event recorded
 // in the capture joins it: its work is recorded into the same graph, and it must join back (the
 // origin stream waits for an event recorded on it after its last work) before the capture ends.
 // fooStreamEndCapture returns the graph; fooGraphInstantiate makes it an executable graph and
@@ -344,7 +438,7 @@ FOO_API fooError_t fooStreamIsCapturing(fooStream_t stream, fooStreamCaptureStat
 // while it captures; captureId may be NULL.
 FOO_API fooError_t
 fooStreamGetCaptureInfo(fooStream_t stream, fooStreamCaptureStatus* status, unsigned long long* captureId);
-// The number of work items (kernels, host functions, copies, fills) in `graph`.
+// The number of work items (kernels, native work, host functions, copies, fills) in `graph`.
 FOO_API fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count);
 // An executable copy of `graph`: the graph may be destroyed afterwards.
 FOO_API fooError_t fooGraphInstantiate(fooGraphExec_t* exec, fooGraph_t graph);

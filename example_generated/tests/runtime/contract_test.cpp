@@ -1,8 +1,9 @@
 // The runtime's contract (csrc/runtime/runtime.h) as a program: what csrc/core and the operator
 // library rely on, checked without PyTorch. tests/test_runtime.py builds it against the runtime
 // library the extension links and runs it. It assumes nothing about the device beyond runtime.h and
-// the four kernels of test_kernels.h, so a hardware port runs it unchanged (with its own test
-// kernels): run it first after every change to the driver. The emulation's own behaviour (strict
+// test_kernels.h (test kernels launched with typed arguments, a test module, native work): no
+// kernel ABI, so a hardware port runs it unchanged (with its own test kernels): run it first after
+// every change to the driver. The emulation's own behaviour (strict
 // memory, its environment variables, host-function kernels) is checked by emulation_test.cpp. The
 // activity tracing of tracing.h, which the profiler reads, is checked by tracing_contract.cpp; the
 // calls that come with a feature (graphs, monitoring) by that feature's own file of this directory,
@@ -34,8 +35,7 @@ fooError_t launch_sleep(unsigned microseconds, fooStream_t stream) {
 }
 
 fooError_t launch_stamp(int* counter, int* slot, fooStream_t stream) {
-  StampParams p{counter, slot};
-  return fooLaunchKernel(k().stamp, kOne, kOne, &p, sizeof(p), 0, stream);
+  return test_launch_stamp(counter, slot, stream);
 }
 
 template <typename T>
@@ -126,6 +126,7 @@ void test_errors_and_versions() {
       fooErrorForkedAfterInit,
       fooErrorNotSupported,
       fooErrorNotFound,
+      fooErrorInvalidKernelImage,
       fooErrorUnknown};
   for (const fooError_t code : codes) {
     EXPECT(fooGetErrorString(code) != nullptr && fooGetErrorString(code)[0] != '\0');
@@ -322,14 +323,13 @@ void test_streams() {
   }
   // A failing kernel is reported once, with its message, at the next synchronisation; later work
   // still runs.
-  TrapParams trap{42};
-  OK(fooLaunchKernel(k().trap, kOne, kOne, &trap, sizeof(trap), 0, a));
+  OK(test_launch_trap(kOne, 42, "trap 42", a));
   OK(launch_stamp(counter, slots, a));
   EXPECT_CODE(fooStreamSynchronize(a), fooErrorLaunchFailure);
   EXPECT(std::strstr(fooGetLastErrorMessage(), "42") != nullptr);
   OK(fooStreamSynchronize(a));
   EXPECT(download<int>(slots, 1)[0] == kStamps);
-  OK(fooLaunchKernel(k().trap, kOne, kOne, &trap, sizeof(trap), 0, a));
+  OK(test_launch_trap(kOne, 42, "trap 42", a));
   EXPECT_CODE(fooDeviceSynchronize(), fooErrorLaunchFailure);
   OK(fooDeviceSynchronize());
   // Destroying returns at once; pending work still runs.
@@ -364,16 +364,22 @@ void test_launches() {
   const char* name = nullptr;
   OK(fooFuncGetName(&name, k().fill));
   EXPECT(name != nullptr && name[0] != '\0');
-  // Every block of a grid runs (a 3-D grid over an odd size), and the parameter block is copied at
-  // launch: changing it afterwards changes nothing.
+  // Every block of a grid runs (a 3-D grid over an odd size), and the arguments are copied at
+  // launch: changing them afterwards changes nothing.
   const size_t n = 100003;
   unsigned char* data = nullptr;
   OK(fooMalloc(reinterpret_cast<void**>(&data), n));
   OK(fooMemsetAsync(data, 0, n, nullptr));
   OK(launch_sleep(50000, nullptr));
-  FillParams fill{data, 9, n};
-  OK(fooLaunchKernel(k().fill, fooDim3{7, 3, 2}, fooDim3{128, 1, 1}, &fill, sizeof(fill), 0, nullptr));
-  fill.value = 1;
+  unsigned char nine = 9;
+  size_t count = n;
+  const fooKernelArg fill[] = {
+      test_arg(fooKernelArgBuffer, data, 0),
+      test_arg(fooKernelArgValue, &nine, sizeof(nine)),
+      test_arg(fooKernelArgValue, &count, sizeof(count))};
+  OK(fooLaunchKernelArgs(k().fill, fooDim3{7, 3, 2}, fooDim3{128, 1, 1}, fill, 3, nullptr));
+  nine = 1;
+  count = 1;
   OK(fooStreamSynchronize(nullptr));
   const auto filled = download<unsigned char>(data, n);
   size_t nines = 0;
@@ -399,6 +405,237 @@ void test_launches() {
   fooModule_t module = nullptr;
   EXPECT_CODE(fooModuleLoad(&module, "/nonexistent/module.bin"), fooErrorNotFound);
   EXPECT_CODE(fooModuleLoad(nullptr, "x"), fooErrorInvalidValue);
+}
+
+// Typed launches (fooLaunchKernelArgs): every kind of argument reaches the kernel, and every
+// argument that breaks the rules is refused before anything runs.
+void test_typed_launches() {
+  int* counter = nullptr;
+  int* slots = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&counter), sizeof(int)));
+  OK(fooMalloc(reinterpret_cast<void**>(&slots), 64 * sizeof(int)));
+  OK(fooMemsetAsync(counter, 0, sizeof(int), nullptr));
+  OK(fooMemsetAsync(slots, 0xff, 64 * sizeof(int), nullptr));
+  // A Buffer anywhere inside an allocation: the kernel writes at that offset.
+  OK(test_launch_stamp(counter, slots + 37, nullptr));
+  OK(test_launch_stamp(counter, slots + 5, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  const auto stamped = download<int>(slots, 64);
+  EXPECT(stamped[37] == 0 && stamped[5] == 1 && stamped[0] == -1 && stamped[36] == -1 && stamped[38] == -1);
+  // Values at a Buffer's offset, over a grid: fill bytes [3, 3 + 1000) of a larger allocation.
+  unsigned char* bytes = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&bytes), 1024));
+  OK(fooMemsetAsync(bytes, 0, 1024, nullptr));
+  OK(test_launch_fill(fooDim3{3, 1, 1}, kOne, bytes + 3, 0x5a, 1000, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  const auto filled = download<unsigned char>(bytes, 1024);
+  size_t inside = 0;
+  for (size_t i = 3; i < 1003; ++i) {
+    inside += filled[i] == 0x5a;
+  }
+  EXPECT(inside == 1000 && filled[2] == 0 && filled[1003] == 0);
+  // Local memory: two regions of the block's own, apart from each other.
+  constexpr unsigned kSwap = 200;
+  std::vector<int> values(kSwap);
+  for (unsigned i = 0; i < kSwap; ++i) {
+    values[i] = static_cast<int>(i) + 7;
+  }
+  int* data = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&data), kSwap * sizeof(int)));
+  OK(fooMemcpy(data, values.data(), kSwap * sizeof(int), fooMemcpyHostToDevice));
+  unsigned n = kSwap;
+  const fooKernelArg swap[] = {
+      test_arg(fooKernelArgBuffer, data, 0),
+      test_arg(fooKernelArgValue, &n, sizeof(n)),
+      test_arg(fooKernelArgLocal, nullptr, kSwap * sizeof(int)),
+      test_arg(fooKernelArgLocal, nullptr, kSwap * sizeof(int))};
+  OK(fooLaunchKernelArgs(k().swap, kOne, fooDim3{kSwap, 1, 1}, swap, 4, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  const auto swapped = download<int>(data, kSwap);
+  bool all = true;
+  for (unsigned i = 0; i < kSwap; ++i) {
+    const unsigned j = kSwap - 1 - i;
+    all = all && swapped[i] == values[j] * 1000 + static_cast<int>(j);
+  }
+  EXPECT(all);
+  // An ErrorFlag raised by every block fails the launch once, with the launch's message (copied at
+  // launch), at the next synchronisation; work after it still runs. One not raised fails nothing.
+  char message[32];
+  std::snprintf(message, sizeof(message), "bad input %d", 17);
+  OK(test_launch_trap(fooDim3{8, 1, 1}, 1, message, nullptr));
+  std::snprintf(message, sizeof(message), "overwritten");
+  OK(test_launch_stamp(counter, slots, nullptr));
+  EXPECT_CODE(fooStreamSynchronize(nullptr), fooErrorLaunchFailure);
+  EXPECT(std::strstr(fooGetLastErrorMessage(), "bad input 17") != nullptr);
+  OK(fooStreamSynchronize(nullptr));
+  EXPECT(download<int>(slots, 1)[0] == 2);
+  OK(test_launch_trap(fooDim3{8, 1, 1}, 0, "never raised", nullptr));
+  OK(fooStreamSynchronize(nullptr));
+
+  // The entry point's checks: each is fooErrorInvalidValue.
+  int word = 0;
+  const fooKernelArg good = test_arg(fooKernelArgValue, &word, sizeof(word));
+  const auto launch = [](const fooKernelArg* args, unsigned nargs) {
+    return fooLaunchKernelArgs(k().sleep, kOne, kOne, args, nargs, nullptr);
+  };
+  EXPECT_CODE(launch(nullptr, 1), fooErrorInvalidValue);
+  std::vector<fooKernelArg> many(FOO_MAX_KERNEL_ARGS + 1, test_arg(fooKernelArgBuffer, data, 0));
+  EXPECT_CODE(launch(many.data(), FOO_MAX_KERNEL_ARGS + 1), fooErrorInvalidValue);
+  const fooKernelArg bad_kind = test_arg(static_cast<fooKernelArgKind>(9), &word, sizeof(word));
+  EXPECT_CODE(launch(&bad_kind, 1), fooErrorInvalidValue);
+  const fooKernelArg bad[] = {
+      test_arg(fooKernelArgValue, nullptr, 4), // a Value without bytes
+      test_arg(fooKernelArgValue, &word, 0),
+      test_arg(fooKernelArgBuffer, data, 8), // a Buffer with a size
+      test_arg(fooKernelArgBuffer, nullptr, 0),
+      test_arg(fooKernelArgErrorFlag, nullptr, 0), // an ErrorFlag without a message
+      test_arg(fooKernelArgErrorFlag, "message", 1),
+      test_arg(fooKernelArgLocal, nullptr, 0), // a Local of no bytes
+  };
+  for (const fooKernelArg& arg : bad) {
+    const fooKernelArg args[] = {good, arg};
+    EXPECT_CODE(launch(args, 2), fooErrorInvalidValue);
+  }
+  std::vector<char> half(FOO_MAX_PARAM_BYTES / 2 + 1);
+  const fooKernelArg too_many_bytes[] = {
+      test_arg(fooKernelArgValue, half.data(), half.size()),
+      test_arg(fooKernelArgValue, half.data(), half.size()),
+  };
+  EXPECT_CODE(launch(too_many_bytes, 2), fooErrorInvalidValue);
+  fooDeviceProp prop;
+  OK(fooGetDeviceProperties(&prop, 0));
+  const fooKernelArg too_much_local[] = {
+      test_arg(fooKernelArgLocal, nullptr, prop.sharedMemPerBlock / 2 + 16),
+      test_arg(fooKernelArgLocal, nullptr, prop.sharedMemPerBlock / 2 + 16)};
+  EXPECT_CODE(launch(too_much_local, 2), fooErrorInvalidValue);
+  OK(launch(&good, 1));
+  // A Buffer that is not device memory of the stream's device: host memory, a freed allocation,
+  // another device's memory.
+  const auto stamp_at = [&](void* slot) {
+    const fooKernelArg args[] = {
+        test_arg(fooKernelArgBuffer, counter, 0),
+        test_arg(fooKernelArgBuffer, slot, 0),
+    };
+    return fooLaunchKernelArgs(k().stamp, kOne, kOne, args, 2, nullptr);
+  };
+  EXPECT_CODE(stamp_at(&word), fooErrorInvalidDevicePointer);
+  int* freed = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&freed), 4096));
+  OK(fooFree(freed));
+  EXPECT_CODE(stamp_at(freed), fooErrorInvalidDevicePointer);
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  if (count > 1) {
+    OK(fooSetDevice(1));
+    void* elsewhere = nullptr;
+    OK(fooMalloc(&elsewhere, 64));
+    OK(fooSetDevice(0));
+    EXPECT_CODE(stamp_at(elsewhere), fooErrorInvalidDevicePointer);
+    OK(fooFree(elsewhere));
+  }
+  OK(fooStreamSynchronize(nullptr));
+  EXPECT(download<int>(slots, 1)[0] == 2); // none of the refused launches ran
+  OK(fooFree(counter));
+  OK(fooFree(slots));
+  OK(fooFree(bytes));
+  OK(fooFree(data));
+}
+
+// Modules from memory (fooModuleLoadData): the test module from its source and from its binary,
+// each runs; source that does not build is fooErrorInvalidKernelImage with the compiler's message.
+void test_modules_from_memory() {
+  constexpr unsigned kCount = 1000;
+  int* data = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&data), kCount * sizeof(int)));
+  OK(fooMemsetAsync(data, 0, kCount * sizeof(int), nullptr));
+  int added = 0;
+  for (const TestModuleImage& image : {test_module_source(), test_module_binary()}) {
+    fooModule_t module = nullptr;
+    OK(fooModuleLoadData(&module, image.data, image.size, image.format, image.options));
+    fooFunction_t add = nullptr;
+    OK(fooModuleGetFunction(&add, module, "test_add"));
+    EXPECT_CODE(fooModuleGetFunction(&add, module, "no_such_kernel"), fooErrorNotFound);
+    int value = image.format == fooModuleSource ? 3 : 40;
+    unsigned count = kCount;
+    const fooKernelArg args[] = {
+        test_arg(fooKernelArgBuffer, data, 0),
+        test_arg(fooKernelArgValue, &value, sizeof(value)),
+        test_arg(fooKernelArgValue, &count, sizeof(count))};
+    OK(fooLaunchKernelArgs(add, fooDim3{5, 1, 1}, fooDim3{64, 1, 1}, args, 3, nullptr));
+    added += value;
+    OK(fooStreamSynchronize(nullptr));
+    OK(fooModuleUnload(module));
+  }
+  const auto sums = download<int>(data, kCount);
+  EXPECT(sums[0] == added && sums[kCount - 1] == added && added == 43);
+  const TestModuleImage broken = test_module_broken_source();
+  fooModule_t module = nullptr;
+  const auto status = fooModuleLoadData(&module, broken.data, broken.size, broken.format, broken.options);
+  EXPECT_CODE(status, fooErrorInvalidKernelImage);
+  EXPECT(std::strstr(fooGetLastErrorMessage(), "undeclared_in_test_module") != nullptr);
+  const char junk[] = "not a module";
+  const auto junk_status = fooModuleLoadData(&module, junk, sizeof(junk), fooModuleBinary, nullptr);
+  EXPECT_CODE(junk_status, fooErrorInvalidKernelImage);
+  // The entry point's checks.
+  const TestModuleImage source = test_module_source();
+  const auto without_module = fooModuleLoadData(nullptr, source.data, source.size, source.format, nullptr);
+  EXPECT_CODE(without_module, fooErrorInvalidValue);
+  EXPECT_CODE(fooModuleLoadData(&module, nullptr, source.size, source.format, nullptr), fooErrorInvalidValue);
+  EXPECT_CODE(fooModuleLoadData(&module, source.data, 0, source.format, nullptr), fooErrorInvalidValue);
+  const auto bad_format = static_cast<fooModuleFormat>(7);
+  EXPECT_CODE(fooModuleLoadData(&module, source.data, source.size, bad_format, nullptr), fooErrorInvalidValue);
+  OK(fooFree(data));
+}
+
+// Native handles, and vendor-library work (fooLaunchNative) in order with the stream's other work.
+void test_native_work() {
+  void* native = nullptr;
+  void* context = nullptr;
+  const fooError_t handled = fooDeviceGetNativeHandle(0, &native, &context);
+  EXPECT(handled == fooSuccess || handled == fooErrorNotSupported);
+  EXPECT(handled != fooSuccess || (native != nullptr && context != nullptr));
+  int count = 0;
+  OK(fooGetDeviceCount(&count));
+  EXPECT_CODE(fooDeviceGetNativeHandle(count, &native, &context), fooErrorInvalidDevice);
+  EXPECT_CODE(fooDeviceGetNativeHandle(0, nullptr, &context), fooErrorInvalidValue);
+  EXPECT_CODE(fooDeviceGetNativeHandle(0, &native, nullptr), fooErrorInvalidValue);
+  // A device address maps to its buffer and offset: two addresses of one allocation share the
+  // buffer, their offsets differ by their distance.
+  int* counter = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&counter), 8 * sizeof(int)));
+  TestNativeStamp stamp{};
+  OK(fooPointerGetNativeHandle(counter, &stamp.counter_buffer, &stamp.counter_offset));
+  OK(fooPointerGetNativeHandle(counter + 5, &stamp.slot_buffer, &stamp.slot_offset));
+  EXPECT(stamp.counter_buffer != nullptr && stamp.slot_buffer == stamp.counter_buffer);
+  EXPECT(stamp.slot_offset == stamp.counter_offset + 5 * sizeof(int));
+  int host = 0;
+  void* buffer = nullptr;
+  size_t offset = 0;
+  EXPECT_CODE(fooPointerGetNativeHandle(&host, &buffer, &offset), fooErrorInvalidDevicePointer);
+  EXPECT_CODE(fooPointerGetNativeHandle(counter, nullptr, &offset), fooErrorInvalidValue);
+  EXPECT_CODE(fooPointerGetNativeHandle(counter, &buffer, nullptr), fooErrorInvalidValue);
+  // In order: a kernel, the native work, a kernel, all behind a sleep; the native work's
+  // arguments are copied at the call.
+  fooStream_t s = nullptr;
+  OK(fooStreamCreate(&s));
+  OK(fooMemsetAsync(counter, 0, 8 * sizeof(int), s));
+  OK(launch_sleep(50000, s));
+  OK(launch_stamp(counter, counter + 4, s));
+  OK(fooLaunchNative(s, "test native stamp", &test_native_stamp, &stamp, sizeof(stamp)));
+  stamp.slot_offset = stamp.counter_offset;
+  OK(launch_stamp(counter, counter + 6, s));
+  EXPECT_CODE(fooStreamQuery(s), fooErrorNotReady);
+  OK(fooStreamSynchronize(s));
+  const auto order = download<int>(counter, 8);
+  EXPECT(order[0] == 3 && order[4] == 0 && order[5] == 1 && order[6] == 2);
+  // The entry point's checks.
+  EXPECT_CODE(fooLaunchNative(s, "x", nullptr, &stamp, sizeof(stamp)), fooErrorInvalidValue);
+  EXPECT_CODE(fooLaunchNative(s, nullptr, &test_native_stamp, &stamp, sizeof(stamp)), fooErrorInvalidValue);
+  EXPECT_CODE(fooLaunchNative(s, "x", &test_native_stamp, nullptr, sizeof(stamp)), fooErrorInvalidValue);
+  OK(fooStreamDestroy(s));
+  const auto destroyed = fooLaunchNative(s, "x", &test_native_stamp, &stamp, sizeof(stamp));
+  EXPECT_CODE(destroyed, fooErrorInvalidResourceHandle);
+  OK(fooFree(counter));
 }
 
 void test_events() {
@@ -566,8 +803,8 @@ void test_devices_and_threads() {
         return;
       }
       for (int round = 0; round < 20; ++round) {
-        FillParams fill{data, static_cast<unsigned char>(round), n};
-        if (fooLaunchKernel(k().fill, fooDim3{4, 1, 1}, kOne, &fill, sizeof(fill), 0, s) != fooSuccess) {
+        const auto value = static_cast<unsigned char>(round);
+        if (test_launch_fill(fooDim3{4, 1, 1}, kOne, data, value, n, s) != fooSuccess) {
           ++errors;
         }
       }
@@ -637,6 +874,9 @@ int main() {
   test_pinned_memory();
   test_streams();
   test_launches();
+  test_typed_launches();
+  test_modules_from_memory();
+  test_native_work();
   test_events();
   test_stale_handles();
   test_devices_and_threads();

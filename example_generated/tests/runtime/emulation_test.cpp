@@ -73,6 +73,69 @@ void runtime_calls_in_kernel(const fooEmuKernelContext*, const void* params) {
   p->results[2] = fooDeviceSynchronize();
 }
 
+// The parameter block of a typed launch (emulation.h): the arguments in order, a Value aligned as
+// a C object of its size, the other kinds 8-byte slots; as this struct lays them out.
+struct LayoutParams {
+  char c; // Value, 1 byte
+  double d; // Value, 8 bytes: at 8
+  short h; // Value, 2 bytes: at 16
+  void* buffer; // Buffer: at 24
+  char three[3]; // Value, 3 bytes: at 32
+  const char* error; // ErrorFlag: at 40
+  size_t first; // Local of 20 bytes: offset 0
+  int i; // Value, 4 bytes: at 56
+  size_t second; // Local of 8 bytes: offset 32 (20 rounded up to 16)
+};
+
+struct LayoutSeen {
+  LayoutParams block; // what the kernel received
+  bool shared; // whether ctx->sharedMem held both Local regions
+};
+
+// Copies its parameter block (and the shared memory check) to the host memory at `seen`, whose
+// address travels as the last Value (a host pointer: ctx->address leaves it unchanged).
+void layout_kernel(const fooEmuKernelContext* ctx, const void* params) {
+  const auto* p = static_cast<const LayoutParams*>(params);
+  LayoutSeen* seen = nullptr;
+  std::memcpy(&seen, static_cast<const char*>(params) + sizeof(LayoutParams), sizeof(seen));
+  std::memcpy(&seen->block, p, sizeof(LayoutParams));
+  auto* shared = static_cast<char*>(ctx->sharedMem);
+  seen->shared = shared != nullptr;
+  if (shared != nullptr) {
+    std::memset(shared + p->first, 1, 20); // both regions are writable, apart
+    std::memset(shared + p->second, 2, 8);
+    seen->shared = shared[p->first + 19] == 1 && shared[p->second] == 2;
+  }
+}
+
+// fooLaunchKernel's block arrives as passed, with its shared memory at ctx->sharedMem.
+struct BlockSeen {
+  int value;
+  void* shared;
+};
+
+void block_kernel(const fooEmuKernelContext* ctx, const void* params) {
+  BlockSeen* seen = nullptr;
+  std::memcpy(&seen, params, sizeof(seen));
+  seen->value = *reinterpret_cast<const int*>(static_cast<const char*>(params) + sizeof(seen));
+  seen->shared = ctx->sharedMem;
+}
+
+// Native work: where it runs, and with what.
+struct NativeSeen {
+  void* queue = reinterpret_cast<void*>(1);
+  std::thread::id thread;
+  int value = 0;
+};
+
+void native_probe(void* queue, const void* args) {
+  NativeSeen* seen = nullptr;
+  std::memcpy(&seen, args, sizeof(seen));
+  seen->queue = queue;
+  seen->thread = std::this_thread::get_id();
+  std::memcpy(&seen->value, static_cast<const char*>(args) + sizeof(seen), sizeof(int));
+}
+
 void synchronize_in_host_function(void* data) {
   *static_cast<fooError_t*>(data) = fooStreamSynchronize(nullptr);
 }
@@ -202,6 +265,111 @@ void test_kernels() {
   OK(fooFree(device));
 }
 
+fooKernelArg arg(fooKernelArgKind kind, const void* pointer, size_t size) {
+  fooKernelArg a;
+  a.kind = kind;
+  a.pointer = pointer;
+  a.size = size;
+  return a;
+}
+
+// The emulated device's side of the seam, version 2: the typed parameter block, native handles and
+// work, and modules built by the host compiler.
+void test_seam() {
+  fooFunction_t layout = nullptr;
+  OK(fooEmuFunctionCreate(&layout, "layout", &layout_kernel));
+  void* device = nullptr;
+  OK(fooMalloc(&device, 256));
+  LayoutSeen seen{};
+  LayoutSeen* where = &seen;
+  const char c = 'c';
+  const double d = 2.5;
+  const short h = -3;
+  const char three[3] = {'x', 'y', 'z'};
+  const int i = 77;
+  char* inside = static_cast<char*>(device) + 100;
+  const fooKernelArg args[] = {
+      arg(fooKernelArgValue, &c, 1),
+      arg(fooKernelArgValue, &d, 8),
+      arg(fooKernelArgValue, &h, 2),
+      arg(fooKernelArgBuffer, inside, 0),
+      arg(fooKernelArgValue, three, 3),
+      arg(fooKernelArgErrorFlag, "flag message", 0),
+      arg(fooKernelArgLocal, nullptr, 20),
+      arg(fooKernelArgValue, &i, 4),
+      arg(fooKernelArgLocal, nullptr, 8),
+      arg(fooKernelArgValue, &where, sizeof(where))};
+  static_assert(sizeof(LayoutParams) == 72, "the layout this test expects");
+  OK(fooLaunchKernelArgs(layout, kOne, kOne, args, 10, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  EXPECT(seen.block.c == 'c' && seen.block.d == 2.5 && seen.block.h == -3 && seen.block.buffer == inside);
+  EXPECT(std::memcmp(seen.block.three, "xyz", 3) == 0 && seen.block.i == 77);
+  EXPECT(seen.block.error != nullptr && std::strcmp(seen.block.error, "flag message") == 0);
+  EXPECT(seen.block.first == 0 && seen.block.second == 32 && seen.shared);
+
+  fooFunction_t block = nullptr;
+  OK(fooEmuFunctionCreate(&block, "block", &block_kernel));
+  BlockSeen block_seen{0, nullptr};
+  struct {
+    BlockSeen* seen;
+    int value;
+  } old_block{&block_seen, 5};
+  OK(fooLaunchKernel(block, kOne, kOne, &old_block, sizeof(old_block), 100, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  EXPECT(block_seen.value == 5 && block_seen.shared != nullptr);
+  OK(fooLaunchKernel(block, kOne, kOne, &old_block, sizeof(old_block), 0, nullptr));
+  OK(fooStreamSynchronize(nullptr));
+  EXPECT(block_seen.shared == nullptr);
+
+  // No vendor API behind the device; a device address is its allocation and the offset there.
+  void* native = nullptr;
+  void* context = nullptr;
+  EXPECT_CODE(fooDeviceGetNativeHandle(0, &native, &context), fooErrorNotSupported);
+  void* buffer = nullptr;
+  size_t offset = 0;
+  OK(fooPointerGetNativeHandle(inside, &buffer, &offset));
+  EXPECT(buffer == device && offset == 100);
+  EXPECT(fooEmuAddress(inside) == static_cast<char*>(fooEmuAddress(device)) + 100);
+
+  // Native work runs on the stream's worker, with no queue and a copy of its arguments.
+  NativeSeen native_seen;
+  struct {
+    NativeSeen* seen;
+    int value;
+  } native_args{&native_seen, 9};
+  OK(fooLaunchNative(nullptr, "probe", &native_probe, &native_args, sizeof(native_args)));
+  native_args.value = 10;
+  OK(fooStreamSynchronize(nullptr));
+  EXPECT(native_seen.queue == nullptr && native_seen.value == 9);
+  EXPECT(native_seen.thread != std::thread::id() && native_seen.thread != std::this_thread::get_id());
+
+  // Modules from source use $CXX: a compiler that does not exist is reported, not fatal.
+  const char* cxx = std::getenv("CXX");
+  const std::string saved = cxx != nullptr ? cxx : "";
+  setenv("CXX", "/nonexistent/c++", 1);
+  const char source[] = "extern \"C\" void k(const void*, const void*) {}\n";
+  fooModule_t module = nullptr;
+  const auto status = fooModuleLoadData(&module, source, sizeof(source) - 1, fooModuleSource, nullptr);
+  EXPECT_CODE(status, fooErrorInvalidKernelImage);
+  EXPECT(std::strstr(fooGetLastErrorMessage(), "/nonexistent/c++") != nullptr);
+  if (cxx != nullptr) {
+    setenv("CXX", saved.c_str(), 1);
+  } else {
+    unsetenv("CXX");
+  }
+  // Options reach the compiler: a macro the source needs.
+  const char needs_macro[] = "#ifndef NEEDED\n#error NEEDED is not defined\n#endif\nextern \"C\" void k() {}\n";
+  EXPECT_CODE(
+      fooModuleLoadData(&module, needs_macro, sizeof(needs_macro) - 1, fooModuleSource, nullptr),
+      fooErrorInvalidKernelImage);
+  EXPECT(std::strstr(fooGetLastErrorMessage(), "NEEDED is not defined") != nullptr);
+  OK(fooModuleLoadData(&module, needs_macro, sizeof(needs_macro) - 1, fooModuleSource, "-DNEEDED=1 -O0"));
+  fooFunction_t k = nullptr;
+  OK(fooModuleGetFunction(&k, module, "k"));
+  OK(fooModuleUnload(module));
+  OK(fooFree(device));
+}
+
 void test_module(const char* path) {
   fooModule_t module = nullptr;
   OK(fooModuleLoad(&module, path));
@@ -310,6 +478,7 @@ int main(int argc, char** argv) {
   }
   test_configuration();
   test_kernels();
+  test_seam();
   if (mode == "--module" && argc > 2) {
     test_module(argv[2]);
     test_module_kept_until_exit(argv[2]);

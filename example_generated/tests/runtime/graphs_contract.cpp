@@ -20,8 +20,7 @@ namespace {
 const fooDim3 kUnit{1, 1, 1};
 
 fooError_t stamp(int* counter, int* slot, fooStream_t stream) {
-  StampParams p{counter, slot};
-  return fooLaunchKernel(test_kernels()->stamp, kUnit, kUnit, &p, sizeof(p), 0, stream);
+  return test_launch_stamp(counter, slot, stream);
 }
 
 std::vector<int> read_ints(const int* device, size_t n) {
@@ -133,6 +132,44 @@ void test_capture_and_replay() {
   OK(fooStreamDestroy(s));
 }
 
+// Native work (a vendor library's, fooLaunchNative) is captured like a kernel: each replay makes the
+// call again, in order with the captured kernels, with the arguments copied at capture.
+void test_captured_native_work() {
+  fooStream_t s = nullptr;
+  OK(fooStreamCreate(&s));
+  int* counter = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&counter), 4 * sizeof(int)));
+  OK(fooMemsetAsync(counter, 0, 4 * sizeof(int), s));
+  OK(fooStreamSynchronize(s));
+  TestNativeStamp native{};
+  OK(fooPointerGetNativeHandle(counter, &native.counter_buffer, &native.counter_offset));
+  OK(fooPointerGetNativeHandle(counter + 2, &native.slot_buffer, &native.slot_offset));
+  OK(fooStreamBeginCapture(s, fooStreamCaptureModeThreadLocal));
+  OK(stamp(counter, counter + 1, s));
+  OK(fooLaunchNative(s, "test native stamp", &test_native_stamp, &native, sizeof(native)));
+  native.slot_offset = native.counter_offset; // changes nothing: the capture copied the arguments
+  OK(stamp(counter, counter + 3, s));
+  fooGraph_t graph = nullptr;
+  OK(fooStreamEndCapture(s, &graph));
+  size_t nodes = 0;
+  OK(fooGraphGetNodeCount(graph, &nodes));
+  EXPECT(nodes == 3);
+  OK(fooStreamSynchronize(s));
+  EXPECT(read_ints(counter, 1)[0] == 0); // recorded, not run
+  fooGraphExec_t exec = nullptr;
+  OK(fooGraphInstantiate(&exec, graph));
+  OK(fooGraphDestroy(graph));
+  for (int replay = 0; replay < 2; ++replay) {
+    OK(fooGraphLaunch(exec, s));
+  }
+  OK(fooStreamSynchronize(s));
+  const auto values = read_ints(counter, 4);
+  EXPECT(values[0] == 6 && values[1] == 3 && values[2] == 4 && values[3] == 5); // the last replay, in order
+  OK(fooGraphExecDestroy(exec));
+  OK(fooFree(counter));
+  OK(fooStreamDestroy(s));
+}
+
 // Parameter blocks are copied when captured, as at launch: a replay uses the captured values.
 void test_captured_parameters_and_copies() {
   fooStream_t s = nullptr;
@@ -144,9 +181,13 @@ void test_captured_parameters_and_copies() {
   OK(fooMallocHost(reinterpret_cast<void**>(&pinned), n));
   std::memset(pinned, 0, n);
   OK(fooStreamBeginCapture(s, fooStreamCaptureModeThreadLocal));
-  FillParams fill{data, 7, n};
-  OK(fooLaunchKernel(test_kernels()->fill, fooDim3{4, 1, 1}, fooDim3{64, 1, 1}, &fill, sizeof(fill), 0, s));
-  fill.value = 1;
+  unsigned char value = 7;
+  const fooKernelArg fill[] = {
+      test_arg(fooKernelArgBuffer, data, 0),
+      test_arg(fooKernelArgValue, &value, sizeof(value)),
+      test_arg(fooKernelArgValue, &n, sizeof(n))};
+  OK(fooLaunchKernelArgs(test_kernels()->fill, fooDim3{4, 1, 1}, fooDim3{64, 1, 1}, fill, 3, s));
+  value = 1;
   OK(fooMemcpyAsync(pinned, data, n, fooMemcpyDeviceToHost, s)); // pinned: captured
   fooGraph_t graph = nullptr;
   OK(fooStreamEndCapture(s, &graph));
@@ -340,6 +381,7 @@ void test_graphs() {
   test_capture_and_replay();
   test_stale_graph_handles();
   test_captured_parameters_and_copies();
+  test_captured_native_work();
   test_streams_join_a_capture();
   test_conflicting_calls();
 }

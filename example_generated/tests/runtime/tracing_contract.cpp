@@ -117,11 +117,26 @@ void test_tracing() {
     EXPECT(wait->detail == fooSynchronizationStream && wait->stream == stream_id);
     EXPECT(wait->end >= fill->end);
   }
-  // Work on the default stream is flagged so.
+  // Work on the default stream is flagged so. A typed launch and native work are recorded as
+  // launches: native work as a kernel named as the call named it.
   traced.clear();
   OK(launch_sleep(1000, nullptr));
+  int* counter = static_cast<int*>(device_memory);
+  OK(test_launch_stamp(counter, counter + 1, nullptr));
+  TestNativeStamp native{};
+  OK(fooPointerGetNativeHandle(counter, &native.counter_buffer, &native.counter_offset));
+  OK(fooPointerGetNativeHandle(counter + 2, &native.slot_buffer, &native.slot_offset));
+  OK(fooLaunchNative(nullptr, "test native stamp", &test_native_stamp, &native, sizeof(native)));
   OK(fooDeviceSynchronize());
   OK(fooTracingFlush());
+  const auto* typed_launch = find_record(fooActivityKindRuntime, "fooLaunchKernelArgs");
+  const auto* native_launch = find_record(fooActivityKindRuntime, "fooLaunchNative");
+  const auto* native_work = find_record(fooActivityKindKernel, "test native stamp");
+  EXPECT(typed_launch != nullptr && native_launch != nullptr && native_work != nullptr);
+  if (native_launch != nullptr && native_work != nullptr) {
+    EXPECT(native_launch->correlationId != 0 && native_launch->correlationId == native_work->correlationId);
+    EXPECT(native_work->stream == default_id && native_work->start >= native_launch->start);
+  }
   const auto* on_default = find_record(fooActivityKindKernel, sleep_name);
   EXPECT(on_default != nullptr && on_default->stream == default_id);
   EXPECT(on_default != nullptr && (on_default->flags & fooActivityFlagDefaultStream) != 0);

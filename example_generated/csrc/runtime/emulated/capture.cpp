@@ -128,6 +128,7 @@ std::string node_label(const Task& task) {
     case Task::Kind::Copy: std::snprintf(text, sizeof(text), "copy %zu bytes", task.count); return text;
     case Task::Kind::Fill: std::snprintf(text, sizeof(text), "fill %zu bytes", task.count); return text;
     case Task::Kind::HostFunc: return "host function";
+    case Task::Kind::Native: return std::string("native ") + task.name;
     case Task::Kind::Graph: return "graph";
     case Task::Kind::Record:
     case Task::Kind::Wait: break;

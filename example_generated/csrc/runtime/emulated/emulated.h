@@ -3,12 +3,12 @@
 // The emulation in one paragraph. Devices are regions of one reserved range of the host's address
 // space (memory.cpp); in strict memory mode that range is never accessible and the runtime reaches
 // the same pages through a second, private range. Each stream has a worker thread that runs its tasks
-// (kernels, host functions, copies, fills, event records, waits for other streams, executable graphs)
-// in order from a bounded queue (streams.cpp); a capturing stream records its tasks instead
-// (capture.cpp), and an executable graph runs the recorded ones as one task; a kernel's blocks run
-// on the worker's OpenMP team (kernels.cpp). Positions in a stream are task counts: an event is a
-// (stream, position) pair, complete once the stream has finished that many tasks (events.cpp).
-// Configuration comes from the environment (config.cpp).
+// (kernels, native work, host functions, copies, fills, event records, waits for other streams,
+// executable graphs) in order from a bounded queue (streams.cpp); a capturing stream records its
+// tasks instead (capture.cpp), and an executable graph runs the recorded ones as one task; a
+// kernel's blocks run on the worker's OpenMP team (kernels.cpp). Positions in a stream are task
+// counts: an event is a (stream, position) pair, complete once the stream has finished that many
+// tasks (events.cpp). Configuration comes from the environment (config.cpp).
 #pragma once
 
 #include <atomic>
@@ -62,7 +62,7 @@ struct GraphExec;
 constexpr size_t kInlineParams = 320; // parameter blocks up to this size travel inside the task
 
 struct Task {
-  enum class Kind : uint8_t { Kernel, HostFunc, Copy, Fill, Record, Wait, Graph };
+  enum class Kind : uint8_t { Kernel, HostFunc, Copy, Fill, Record, Wait, Graph, Native };
   Kind kind = Kind::Kernel;
   bool traced = false; // [tracing] its tag waits beside it in the stream (it fits the padding after kind)
   int value = 0; // Fill: the byte
@@ -71,10 +71,12 @@ struct Task {
   size_t count = 0; // Copy, Fill: bytes
   Function* function = nullptr; // Kernel
   fooHostFn_t host_fn = nullptr; // HostFunc
+  fooNativeFn_t native_fn = nullptr; // Native: called with its arguments (the parameter block)
+  const char* name = nullptr; // Native: its name (interned, see intern())
   fooDim3 grid{1, 1, 1};
   fooDim3 block{1, 1, 1};
   uint32_t shared_bytes = 0;
-  uint32_t params_size = 0;
+  uint32_t params_size = 0; // Kernel: the parameter block; Native: the copied arguments
   unsigned char* params_heap = nullptr; // a larger parameter block (owned by the task)
   uint64_t fault = 0; // Kernel: the launch's number if fault injection makes it fail (faults.cpp)
   Event* event = nullptr; // Record: the timing event to stamp (holds a reference)
@@ -228,8 +230,13 @@ constexpr size_t kSharedMemPerBlock = size_t{48} << 10;
 
 // Runs a kernel task's grid on the calling worker thread; false (with `message`) if it failed.
 bool run_kernel(const Task& task, std::string* message);
-// Frees what a kernel task owns.
+// Copies `size` bytes into the task's parameter block (inline when they fit, else on the heap).
+void store_params(Task& task, const void* data, size_t size);
+// Frees what a kernel or native task owns.
 void discard_params(Task& task);
+// A copy of `text` that lives as long as the process, one per distinct text: what a task keeps of
+// an ErrorFlag's message or a native launch's name (which the caller may free once it returns).
+const char* intern(const char* text);
 // The name a kernel was created or looked up with.
 const char* kernel_name(const Function* function);
 

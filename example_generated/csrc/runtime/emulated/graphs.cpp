@@ -42,7 +42,7 @@ void discard_nodes(std::vector<Task>& nodes) {
 Task copy_node(const Task& task) {
   Task copy = task;
   copy.traced = false;
-  if (task.kind == Task::Kind::Kernel && task.params_heap != nullptr) {
+  if ((task.kind == Task::Kind::Kernel || task.kind == Task::Kind::Native) && task.params_heap != nullptr) {
     copy.params_heap = static_cast<unsigned char*>(::operator new[](task.params_size, std::align_val_t{16}));
     std::memcpy(copy.params_heap, task.params_heap, task.params_size);
   }

@@ -115,6 +115,7 @@ void run(Stream* s, Task& task, uint64_t position) {
     case Task::Kind::Copy:
     case Task::Kind::Fill:
     case Task::Kind::Graph:
+    case Task::Kind::Native:
       run_work(s, task);
       discard(task);
       break;
@@ -136,7 +137,8 @@ void run_observed(Stream* s, Task& task, uint64_t position) {
     run(s, task, position);
     return;
   }
-  const bool compute = task.kind == Task::Kind::Kernel || task.kind == Task::Kind::Graph;
+  const bool compute =
+      task.kind == Task::Kind::Kernel || task.kind == Task::Kind::Graph || task.kind == Task::Kind::Native;
   const bool memory = task.kind == Task::Kind::Copy || task.kind == Task::Kind::Fill;
   if (!compute && !memory) {
     run(s, task, position);
@@ -150,7 +152,8 @@ void run_observed(Stream* s, Task& task, uint64_t position) {
 
 // [tracing] The device record of a traced task the worker ran from `start` until now.
 void trace_task(const Stream* s, const Task& task, uint64_t position, uint64_t start) {
-  auto kind = fooActivityKindKernel; // host functions and waits are never traced; a graph is one kernel record
+  // Host functions and waits are never traced; a graph or native work is one kernel record.
+  auto kind = fooActivityKindKernel;
   if (task.kind == Task::Kind::Copy) {
     kind = fooActivityKindMemcpy;
   } else if (task.kind == Task::Kind::Fill) {
@@ -261,6 +264,7 @@ bool run_work(Stream* s, const Task& task) {
     case Task::Kind::Copy:
     case Task::Kind::Fill: run_transfer(task); return true;
     case Task::Kind::Graph: return run_graph(s, task.graph);
+    case Task::Kind::Native: task.native_fn(nullptr, task.params_data()); return true;
     case Task::Kind::Record:
     case Task::Kind::Wait: break;
   }
@@ -270,7 +274,8 @@ bool run_work(Stream* s, const Task& task) {
 // Drops a task without running it, releasing what it holds.
 void discard(Task& task) {
   switch (task.kind) {
-    case Task::Kind::Kernel: discard_params(task); break;
+    case Task::Kind::Kernel:
+    case Task::Kind::Native: discard_params(task); break;
     case Task::Kind::Record: release(task.event); break;
     case Task::Kind::Wait: release(task.other); break;
     case Task::Kind::Graph:
