@@ -4,6 +4,9 @@
 // NULL stream is the default stream of the current device. fooLaunchKernel is the typed launch
 // of its parameter block as one Value (and its shared memory as one Local): both reach the device
 // through driver::launch_kernel().
+#include <cstring>
+#include <type_traits>
+
 #include "driver.h"
 #include "internal.h"
 #include "tracing_records.h"
@@ -84,7 +87,11 @@ fooError_t too_many_param_bytes(size_t bytes) {
 
 // Argument `i` of a typed launch, as runtime.h describes the kinds; adds a Value's bytes to *value_bytes.
 fooError_t check_argument(const fooKernelArg& arg, unsigned int i, size_t* value_bytes) {
-  switch (arg.kind) {
+  // The kind is read as the integer it is stored as: a caller may pass any int, and loading one
+  // outside the enumeration's range through the enum type is undefined (UBSan reports it).
+  std::underlying_type_t<fooKernelArgKind> kind;
+  std::memcpy(&kind, &arg.kind, sizeof(kind));
+  switch (kind) {
     case fooKernelArgValue:
       if (arg.pointer == nullptr || arg.size == 0) {
         return fail(fooErrorInvalidValue, "argument %u: a Value needs a pointer and a size > 0", i);
@@ -107,7 +114,7 @@ fooError_t check_argument(const fooKernelArg& arg, unsigned int i, size_t* value
       }
       return fooSuccess;
   }
-  return fail(fooErrorInvalidValue, "argument %u: %d is not a fooKernelArgKind", i, static_cast<int>(arg.kind));
+  return fail(fooErrorInvalidValue, "argument %u: %d is not a fooKernelArgKind", i, static_cast<int>(kind));
 }
 
 } // namespace
