@@ -89,6 +89,15 @@ def test_random_integers_cover_their_range(dtype, device):
         assert full.max() <= torch.iinfo(dtype).max and full.max() > torch.iinfo(dtype).max // 2
 
 
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_random_of_the_wide_unsigned_types_stays_in_range(dtype, device):
+    # The CPU has no random_() for them; the device draws them itself (for uint64, max + 1 wraps to 0,
+    # which the emulated library once divided by).
+    values = torch.empty(1000, device=device, dtype=dtype).random_().cpu().tolist()
+    assert all(0 <= value <= torch.iinfo(dtype).max for value in values)
+    assert len(set(values)) > 900
+
+
 def test_other_distributions_statistics(device):
     torch.foo.manual_seed_all(7)
     n = 200_000

@@ -79,6 +79,8 @@ T uniform_int(V value) {
     return static_cast<bool>(value & 1);
   } else if constexpr (is_floating_v<T>) {
     return convert<T>(value % static_cast<uint64_t>((1ULL << kDigits<T>)+1));
+  } else if constexpr (std::numeric_limits<T>::max() == std::numeric_limits<uint64_t>::max()) {
+    return static_cast<T>(value); // max + 1 wraps to 0: every value is in range
   } else {
     return static_cast<T>(value % (static_cast<uint64_t>(std::numeric_limits<T>::max()) + 1));
   }
