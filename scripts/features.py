@@ -28,8 +28,12 @@ COPIER_YML = ROOT / "copier.yml"
 DOCS_SNIPPET = ROOT / "docs" / "snippets" / "features.md"
 PRESETS = ("full", "minimal")
 KEYS = {"name", "type", "choices", "defaults", "off_answer", "help", "docs", "compiles", "off_group"}
-KEYS |= {"directory", "tests_require", "paths", "off_paths"}
+KEYS |= {"directory", "tests_require", "paths", "off_paths", "choice_paths", "asked"}
 REQUIRED = {"name", "type", "defaults", "off_answer", "help", "docs", "compiles", "paths"}
+# An entry with choice_paths is a choice between implementations (the driver), not a feature that
+# is on or off: each answer has its own paths, which the other answers' renders lack.
+CHOICE_KEYS = {"name", "type", "choices", "defaults", "help", "docs", "compiles", "choice_paths", "asked"}
+CHOICE_REQUIRED = CHOICE_KEYS - {"asked"}
 
 # The markers around a generated part: edit copier/features.yml, not what is between them.
 BEGIN = "# BEGIN generated from copier/features.yml by `python scripts/features.py --write`: {part}.\n"
@@ -76,14 +80,57 @@ class Feature:
         return f"{self.name} == {_jinja(self.on_answer)}"
 
 
+@dataclass(frozen=True)
+class Choice:
+    """An entry with choice_paths: each answer renders its own paths (choice_paths[answer]) and
+    none of the other answers'. `asked: false` keeps the question from being asked (the answer is
+    still given with --data)."""
+
+    name: str
+    type: str
+    choices: dict[str, str]
+    defaults: dict[str, object]
+    help: str
+    docs: str
+    compiles: bool
+    choice_paths: dict[str, tuple[str, ...]]
+    asked: bool = True
+
+    @property
+    def default(self) -> object:
+        return self.defaults["full"]
+
+    def exclude_condition(self, answer: str) -> str:
+        """The Jinja test under which `_exclude` drops the paths of `answer`: the answer is another
+        one. An undefined answer (`copier update` rendering a release older than the question) counts
+        as the default, whose paths such a release has."""
+        return f"({self.name} | default({_jinja(self.default)})) != {_jinja(answer)}"
+
+
 def _jinja(value: object) -> str:
     return json.dumps(value).replace('"', "'") if isinstance(value, str) else json.dumps(value)
+
+
+def _check_choice(entry: dict, where: str) -> None:
+    unknown, missing = set(entry) - CHOICE_KEYS, CHOICE_REQUIRED - set(entry)
+    if unknown or missing:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
+    if entry["type"] != "str":
+        raise ValueError(f"{where}: a choice with choice_paths has type str")
+    answers = set(entry["choices"].values())
+    if set(entry["defaults"]) != set(PRESETS) or not set(entry["defaults"].values()) <= answers:
+        raise ValueError(f"{where}: defaults gives an answer ({sorted(answers)}) of each preset, {', '.join(PRESETS)}")
+    if set(entry["choice_paths"]) != answers or not all(entry["choice_paths"].values()):
+        raise ValueError(f"{where}: choice_paths gives the paths of each answer ({sorted(answers)})")
 
 
 def _check_entry(entry: dict, index: int, path: Path) -> None:
     if not isinstance(entry, dict):
         raise ValueError(f"{path}, entry {index + 1}: an entry is a mapping of the keys {sorted(KEYS)}")
     where = f"{path}, entry {index + 1} ({entry.get('name', 'no name')})"
+    if "choice_paths" in entry:
+        _check_choice(entry, where)
+        return
     unknown, missing = set(entry) - KEYS, REQUIRED - set(entry)
     if unknown or missing:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
@@ -103,9 +150,7 @@ def _check_entry(entry: dict, index: int, path: Path) -> None:
         raise ValueError(f"{where}: a feature owns files (paths), which turning it off removes")
 
 
-def load(path: Path | None = None) -> list[Feature]:
-    """The features of copier/features.yml (or path), in the order of the questions, checked."""
-    path = path or SOURCE
+def _entries(path: Path) -> list[dict]:
     entries = yaml.safe_load(path.read_text())
     if not isinstance(entries, list):
         raise ValueError(f"{path}: a list of features")
@@ -121,6 +166,13 @@ def load(path: Path | None = None) -> list[Feature]:
             raise ValueError(
                 f"{path}, {entry['name']}: an off_group is named after its first feature ({first}), not {group!r}"
             )
+    return entries
+
+
+def load(path: Path | None = None) -> list[Feature]:
+    """The features of copier/features.yml (or path) that are on or off, in the order of the
+    questions, checked (the choices between implementations: load_choices)."""
+    entries = [entry for entry in _entries(path or SOURCE) if "choice_paths" not in entry]
     return [
         Feature(
             **{
@@ -131,6 +183,15 @@ def load(path: Path | None = None) -> list[Feature]:
                 "choices": dict(entry.get("choices", {})),
             }
         )
+        for entry in entries
+    ]
+
+
+def load_choices(path: Path | None = None) -> list[Choice]:
+    """The entries of copier/features.yml (or path) with choice_paths, checked."""
+    entries = [entry for entry in _entries(path or SOURCE) if "choice_paths" in entry]
+    return [
+        Choice(**{**entry, "choice_paths": {k: tuple(v) for k, v in entry["choice_paths"].items()}})
         for entry in entries
     ]
 
@@ -158,7 +219,7 @@ def _default(feature: Feature) -> str:
     return f"\"{{{{ {_jinja(minimal)} if preset == 'minimal' else {_jinja(full)} }}}}\""
 
 
-def questions_block(features: list[Feature]) -> str:
+def questions_block(features: list[Feature], choices: list[Choice] = ()) -> str:
     """The feature questions: asked only for the preset custom, each defaulting to its preset's answer;
     then `feature_values`, every feature's answer by name (the answers file reads it: Jinja cannot
     look a variable up by a name it holds)."""
@@ -170,20 +231,31 @@ def questions_block(features: list[Feature]) -> str:
         if feature.choices:
             text += "  choices:\n" + "".join(f"    {json.dumps(k)}: {v}\n" for k, v in feature.choices.items())
         text += "\n"
-    values = ",\n".join(f'      "{feature.name}": {{{{ {feature.name} | tojson }}}}' for feature in features)
+    for choice in choices:
+        text += f"{choice.name}:\n  type: {choice.type}\n  default: {_default(choice)}\n"
+        text += "  when: \"{{ preset == 'custom' }}\"\n" if choice.asked else "  when: false\n"
+        text += _folded("help", choice.help, 2)
+        text += "  choices:\n" + "".join(f"    {json.dumps(k)}: {v}\n" for k, v in choice.choices.items())
+        text += "\n"
+    values = ",\n".join(
+        f'      "{entry.name}": {{{{ {entry.name} | tojson }}}}' for entry in (*features, *choices)
+    )
     text += "# Every feature's answer, by name.\nfeature_values:\n  type: yaml\n  when: false\n"
     return text + "  default: |-\n    {\n" + values + "\n    }\n"
 
 
-def exclude_block(features: list[Feature]) -> str:
+def exclude_block(features: list[Feature], choices: list[Choice] = ()) -> str:
     lines = []
+    for choice in choices:
+        for answer, paths in choice.choice_paths.items():
+            lines += [f'  - "{{% if {choice.exclude_condition(answer)} %}}{path}{{% endif %}}"\n' for path in paths]
     for feature in features:
         lines += [f'  - "{{% if {feature.exclude_condition()} %}}{path}{{% endif %}}"\n' for path in feature.paths]
         lines += [f'  - "{{% if {feature.include_condition()} %}}{path}{{% endif %}}"\n' for path in feature.off_paths]
     return "".join(lines)
 
 
-def docs_rows(features: list[Feature]) -> str:
+def docs_rows(features: list[Feature], choices: list[Choice] = ()) -> str:
     """The rows of the questions table (docs/questions.md) that describe the features."""
 
     def answer(value: object) -> str:
@@ -191,7 +263,8 @@ def docs_rows(features: list[Feature]) -> str:
             return "yes" if value else "no"
         return f"`{value}`"
 
-    return "".join(f"| `{f.name}` | {answer(f.on_answer)} | {f.docs} |\n" for f in features)
+    rows = "".join(f"| `{f.name}` | {answer(f.on_answer)} | {f.docs} |\n" for f in features)
+    return rows + "".join(f"| `{c.name}` | {answer(c.default)} | {c.docs} |\n" for c in choices)
 
 
 PARTS = (
@@ -210,12 +283,12 @@ def _replace(text: str, part: str, body: str, indent: str, path: Path) -> str:
 
 def generated() -> dict[Path, str]:
     """Each file with generated parts, as it should be."""
-    features = load()
+    features, choices = load(), load_choices()
     text = COPIER_YML.read_text()
     for path, part, make, indent in PARTS:
-        text = _replace(text, part, make(features), indent, path)
+        text = _replace(text, part, make(features, choices), indent, path)
     # Rows only: a line of anything else would end the table that includes them.
-    return {COPIER_YML: text, DOCS_SNIPPET: docs_rows(features)}
+    return {COPIER_YML: text, DOCS_SNIPPET: docs_rows(features, choices)}
 
 
 def stale() -> list[str]:
