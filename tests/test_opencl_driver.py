@@ -82,7 +82,8 @@ def test_the_full_build_of_an_opencl_render_stops_saying_the_operator_library_is
 class TestOpenCLDriver:
     """The driver and the operator library of a render with every feature and driver=opencl, built
     alone, and their tests run by ctest on the default device and on two PoCL devices
-    (contract_opencl, contract_opencl_two_devices, kernels_opencl, kernels_opencl_two_devices)."""
+    (contract_opencl, contract_opencl_two_devices, kernels_opencl, kernels_opencl_two_devices), and
+    the library's test once more as on a device without cl_khr_fp64 (kernels_opencl_no_fp64)."""
 
     def test_the_contract_passes_on_one_and_two_devices(self, render, tmp_path):
         require_opencl()
@@ -105,4 +106,5 @@ class TestOpenCLDriver:
             "contract_opencl_two_devices": "run",
             "kernels_opencl": "run",
             "kernels_opencl_two_devices": "run",
+            "kernels_opencl_no_fp64": "run",
         }, outcomes
