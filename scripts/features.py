@@ -237,9 +237,7 @@ def questions_block(features: list[Feature], choices: list[Choice] = ()) -> str:
         text += _folded("help", choice.help, 2)
         text += "  choices:\n" + "".join(f"    {json.dumps(k)}: {v}\n" for k, v in choice.choices.items())
         text += "\n"
-    values = ",\n".join(
-        f'      "{entry.name}": {{{{ {entry.name} | tojson }}}}' for entry in (*features, *choices)
-    )
+    values = ",\n".join(f'      "{entry.name}": {{{{ {entry.name} | tojson }}}}' for entry in (*features, *choices))
     text += "# Every feature's answer, by name.\nfeature_values:\n  type: yaml\n  when: false\n"
     return text + "  default: |-\n    {\n" + values + "\n    }\n"
 

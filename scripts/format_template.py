@@ -98,6 +98,17 @@ def format_render(root: Path) -> None:
 CHECK_NAMES = ["foo", "my_accel"]
 
 
+def choice_answers() -> list[dict[str, str]]:
+    """The answers that render the files of every choice between implementations (the driver): none
+    (the defaults), then each other answer of each choice."""
+    import features
+
+    answers: list[dict[str, str]] = [{}]
+    for choice in features.load_choices():
+        answers += [{choice.name: answer} for answer in choice.choice_paths if answer != choice.default]
+    return answers
+
+
 def unformatted(root: Path) -> list[str]:
     """Formatter complaints about a render: empty when clang-format and ruff would change nothing."""
     problems = []
@@ -122,21 +133,17 @@ def check_names(names: list[str]) -> list[str]:
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            root = project.render(Path(tmp) / name, {"backend_name": name})
-            problems += [f"[{name}] {problem}" for problem in unformatted(root)]
+            for answers in choice_answers():
+                label = "".join(f", {key}={value}" for key, value in answers.items())
+                root = project.render(Path(tmp) / f"{name}{len(label)}", {"backend_name": name, **answers})
+                problems += [f"[{name}{label}] {problem}" for problem in unformatted(root)]
     return problems
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true")
-    args = parser.parse_args()
-    if args.check:
-        problems = check_names(CHECK_NAMES)
-        print("\n".join(problems) or f"renders for {', '.join(CHECK_NAMES)} are formatted")
-        return 1 if problems else 0
+def format_sources(answers: dict) -> list[Path]:
+    """Formats the template files of one render (`answers`); returns those it changed."""
     with tempfile.TemporaryDirectory() as tmp:
-        rendered = project.render(Path(tmp) / "original", MARKER)
+        rendered = project.render(Path(tmp) / "original", answers)
         formatted = Path(tmp) / "formatted"
         shutil.copytree(rendered, formatted)
         format_render(formatted)
@@ -155,6 +162,20 @@ def main() -> int:
             if text is not None:
                 changed.append(source.relative_to(project.ROOT))
                 source.write_text(text)
+    return changed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    if args.check:
+        problems = check_names(CHECK_NAMES)
+        print("\n".join(problems) or f"renders for {', '.join(CHECK_NAMES)} are formatted")
+        return 1 if problems else 0
+    changed = []
+    for answers in choice_answers():
+        changed += [path for path in format_sources({**MARKER, **answers}) if path not in changed]
     for path in changed:
         print(f"reformatted {path}")
     problems = check_names(CHECK_NAMES)
