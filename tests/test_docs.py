@@ -178,14 +178,26 @@ NAMED_BUT_NOT_GENERATED = {
     # <Feature>Bindings.cpp: the pattern of the features' binding files, not a file.
     "development.md": {"csrc/python/<Feature>Bindings.cpp": "a pattern", "Bindings.cpp": "the same"},
     "build-speed.md": {"Bindings.cpp": "the pattern <Feature>Bindings.cpp"},
+    # The OpenCL driver's names: a render with driver=opencl has them, the example (emulated) does not.
+    "opencl.md": {
+        "fooOpenCLNoDeviceReason": "csrc/runtime/opencl/devices.cpp (driver=opencl)",
+        "FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)",
+        "FOO_OPENCL_PROBE": "csrc/runtime/opencl/devices.cpp (driver=opencl)",
+    },
+    "porting.md": {"FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)"},
 }
 
 
 @functools.cache
 def in_place_of_a_feature() -> set[str]:
     """The paths, and their file names, that only renders without a feature have (the off_paths of
-    copier/features.yml): any page may name them, though the example, with every feature, lacks them."""
+    copier/features.yml), and those of the answers of a choice other than the example's (the OpenCL
+    driver's): any page may name them, though the example, with every feature, lacks them."""
+    import features
+
     paths = {path for feature in checks.FEATURE_LIST for path in feature.off_paths}
+    for choice in features.load_choices():
+        paths |= {path for answer, named in choice.choice_paths.items() if answer != choice.default for path in named}
     return paths | {Path(path).name for path in paths}
 
 

@@ -111,3 +111,50 @@ def test_a_feature_listed_twice_is_refused(tmp_path):
     path.write_text(yaml.safe_dump([ENTRY, ENTRY]))
     with pytest.raises(ValueError, match=r"a feature is listed twice: \['example'\]"):
         features.load(path)
+
+
+CHOICE = {
+    "name": "engine",
+    "type": "str",
+    "choices": {"First": "first", "Second": "second"},
+    "defaults": {"full": "first", "minimal": "first"},
+    "asked": False,
+    "help": "Which engine",
+    "docs": "the engine",
+    "compiles": True,
+    "choice_paths": {"first": ["engine/first"], "second": ["engine/second", "tests/test_second.py"]},
+}
+
+
+def test_a_choice_between_implementations_excludes_the_other_answers_paths():
+    """An entry with choice_paths is not an on/off feature (load() leaves it out): each answer keeps
+    its own paths and drops the others', an undefined answer (`copier update` of an older release)
+    counting as the default; `asked: false` keeps the question from being asked."""
+    (choice,) = [
+        features.Choice(**{**CHOICE, "choice_paths": {k: tuple(v) for k, v in CHOICE["choice_paths"].items()}})
+    ]
+    excludes = features.exclude_block([], [choice])
+    assert "\"{% if (engine | default('first')) != 'first' %}engine/first{% endif %}\"" in excludes
+    assert "\"{% if (engine | default('first')) != 'second' %}tests/test_second.py{% endif %}\"" in excludes
+    questions = yaml.safe_load(features.questions_block([], [choice]))
+    assert questions["engine"]["when"] is False and questions["engine"]["default"] == "first"
+    assert questions["engine"]["choices"] == {"First": "first", "Second": "second"}
+    assert "driver" in {c.name for c in features.load_choices()}
+    assert "driver" not in {f.name for f in features.load()}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"type": "bool"}, "a choice with choice_paths has type str"),
+        ({"defaults": {"full": "third", "minimal": "first"}}, "defaults gives an answer"),
+        ({"choice_paths": {"first": ["engine/first"]}}, "choice_paths gives the paths of each answer"),
+        ({"off_answer": "first"}, "unknown keys ['off_answer']"),
+    ],
+)
+def test_a_malformed_choice_is_refused_with_its_name(tmp_path, change, message):
+    path = tmp_path / "features.yml"
+    path.write_text(yaml.safe_dump([{**CHOICE, **change}]))
+    with pytest.raises(ValueError, match="engine") as error:
+        features.load_choices(path)
+    assert message in str(error.value)
