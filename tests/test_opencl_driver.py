@@ -49,7 +49,11 @@ def test_an_opencl_render_has_the_opencl_driver_and_not_the_emulated_one(render)
     runtime, tests = root / "csrc" / "runtime", root / "tests" / "runtime"
     assert (runtime / "opencl" / "devices.cpp").exists() and (runtime / "opencl" / "probe" / "main.cpp").exists()
     assert (tests / "opencl_test_kernels.cpp").exists()
+    assert (root / "csrc" / "kernels" / "opencl" / "library.cpp").exists() and (
+        tests / "opencl_kernels_test.cpp"
+    ).exists()
     assert not (runtime / "emulated").exists() and not (runtime / "emulation.h").exists()
+    assert not (root / "csrc" / "kernels" / "emulated").exists()
     for name in ("emulated_test_kernels.cpp", "emulation_test.cpp", "add_one_module.cpp", "emulated_test_module.cpp"):
         assert not (tests / name).exists(), name
     assert "set(DRIVER opencl)" in (root / "CMakeLists.txt").read_text()
@@ -61,6 +65,8 @@ def test_an_emulated_render_has_no_opencl_driver(render):
     assert (root / "csrc" / "runtime" / "emulated").exists()
     assert not (root / "csrc" / "runtime" / "opencl").exists()
     assert not (root / "tests" / "runtime" / "opencl_test_kernels.cpp").exists()
+    assert (root / "csrc" / "kernels" / "emulated").exists() and not (root / "csrc" / "kernels" / "opencl").exists()
+    assert not (root / "tests" / "runtime" / "opencl_kernels_test.cpp").exists()
     assert "set(DRIVER emulated)" in (root / "CMakeLists.txt").read_text()
 
 
@@ -90,9 +96,10 @@ def test_an_opencl_render_builds_the_whole_extension(render):
 @pytest.mark.slow
 @pytest.mark.backend("foo", driver="opencl")
 class TestOpenCLDriver:
-    """The driver of a minimal render with driver=opencl, built alone, and the contract
-    test run by ctest on the default device and on two PoCL devices (contract_opencl,
-    contract_opencl_two_devices)."""
+    """The driver and the operator library of a minimal render with driver=opencl, built alone, and
+    their tests run by ctest on the default device and on two PoCL devices (contract_opencl,
+    contract_opencl_two_devices, kernels_opencl, kernels_opencl_two_devices), and the library's test
+    once more as on a device without cl_khr_fp64 (kernels_opencl_no_fp64)."""
 
     def test_the_contract_passes_on_one_and_two_devices(self, render, tmp_path):
         require_opencl()
@@ -110,7 +117,13 @@ class TestOpenCLDriver:
         outcomes = {
             case.get("name"): case.get("status") for case in ElementTree.parse(report).getroot().iter("testcase")
         }
-        assert outcomes == {"contract_opencl": "run", "contract_opencl_two_devices": "run"}, outcomes
+        assert outcomes == {
+            "contract_opencl": "run",
+            "contract_opencl_two_devices": "run",
+            "kernels_opencl": "run",
+            "kernels_opencl_two_devices": "run",
+            "kernels_opencl_no_fp64": "run",
+        }, outcomes
 
 
 # The generated suite's files that exercise the driver through PyTorch: devices and their module,
