@@ -31,9 +31,10 @@ KEYS = {"name", "type", "choices", "defaults", "off_answer", "help", "docs", "co
 KEYS |= {"directory", "tests_require", "paths", "off_paths", "choice_paths", "asked"}
 REQUIRED = {"name", "type", "defaults", "off_answer", "help", "docs", "compiles", "paths"}
 # An entry with choice_paths is a choice between implementations (the driver), not a feature that
-# is on or off: each answer has its own paths, which the other answers' renders lack.
-CHOICE_KEYS = {"name", "type", "choices", "defaults", "help", "docs", "compiles", "choice_paths", "asked"}
-CHOICE_REQUIRED = CHOICE_KEYS - {"asked"}
+# is on or off: each answer has its own paths, which the other answers' renders lack; `refuses`
+# names, per answer, the features it cannot render with yet, with why (the question's validator).
+CHOICE_KEYS = {"name", "type", "choices", "defaults", "help", "docs", "compiles", "choice_paths", "asked", "refuses"}
+CHOICE_REQUIRED = CHOICE_KEYS - {"asked", "refuses"}
 
 # The markers around a generated part: edit copier/features.yml, not what is between them.
 BEGIN = "# BEGIN generated from copier/features.yml by `python scripts/features.py --write`: {part}.\n"
@@ -84,7 +85,8 @@ class Feature:
 class Choice:
     """An entry with choice_paths: each answer renders its own paths (choice_paths[answer]) and
     none of the other answers'. `asked: false` keeps the question from being asked (the answer is
-    still given with --data)."""
+    still given with --data). `refuses[answer]`: the features (by name, each with why) that a render
+    with that answer must have off."""
 
     name: str
     type: str
@@ -95,6 +97,7 @@ class Choice:
     compiles: bool
     choice_paths: dict[str, tuple[str, ...]]
     asked: bool = True
+    refuses: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def default(self) -> object:
@@ -122,6 +125,12 @@ def _check_choice(entry: dict, where: str) -> None:
         raise ValueError(f"{where}: defaults gives an answer ({sorted(answers)}) of each preset, {', '.join(PRESETS)}")
     if set(entry["choice_paths"]) != answers or not all(entry["choice_paths"].values()):
         raise ValueError(f"{where}: choice_paths gives the paths of each answer ({sorted(answers)})")
+    refuses = entry.get("refuses", {})
+    if not isinstance(refuses, dict) or not set(refuses) <= answers:
+        raise ValueError(f"{where}: refuses maps answers ({sorted(answers)}) to the features they refuse")
+    for answer, features in refuses.items():
+        if not isinstance(features, dict) or not all(isinstance(why, str) and why for why in features.values()):
+            raise ValueError(f"{where}: refuses.{answer} maps each refused feature to why it is refused")
 
 
 def _check_entry(entry: dict, index: int, path: Path) -> None:
@@ -189,10 +198,20 @@ def load(path: Path | None = None) -> list[Feature]:
 
 def load_choices(path: Path | None = None) -> list[Choice]:
     """The entries of copier/features.yml (or path) with choice_paths, checked."""
-    entries = [entry for entry in _entries(path or SOURCE) if "choice_paths" in entry]
+    source = path or SOURCE
+    entries = _entries(source)
+    compiled = {entry["name"] for entry in entries if "choice_paths" not in entry and entry["compiles"]}
+    for entry in entries:
+        for answer, refused in entry.get("refuses", {}).items():
+            if not set(refused) <= compiled:
+                raise ValueError(
+                    f"{source}, {entry['name']}: refuses.{answer} names features with compiled code, "
+                    f"not {sorted(set(refused) - compiled)}"
+                )
     return [
         Choice(**{**entry, "choice_paths": {k: tuple(v) for k, v in entry["choice_paths"].items()}})
         for entry in entries
+        if "choice_paths" in entry
     ]
 
 
@@ -236,10 +255,34 @@ def questions_block(features: list[Feature], choices: list[Choice] = ()) -> str:
         text += "  when: \"{{ preset == 'custom' }}\"\n" if choice.asked else "  when: false\n"
         text += _folded("help", choice.help, 2)
         text += "  choices:\n" + "".join(f"    {json.dumps(k)}: {v}\n" for k, v in choice.choices.items())
+        text += _refusal(choice)
         text += "\n"
     values = ",\n".join(f'      "{entry.name}": {{{{ {entry.name} | tojson }}}}' for entry in (*features, *choices))
     text += "# Every feature's answer, by name.\nfeature_values:\n  type: yaml\n  when: false\n"
     return text + "  default: |-\n    {\n" + values + "\n    }\n"
+
+
+def _refusal(choice: Choice) -> str:
+    """The validator of a choice with `refuses`: an answer with one of its refused features on fails,
+    naming every such feature with why, and how to turn them off."""
+    if not choice.refuses:
+        return ""
+    text = "  validator: >-\n    {%- set refused = namespace(names=[], why=[]) -%}\n"
+    for answer, features in choice.refuses.items():
+        for name, why in features.items():
+            reason = " ".join(why.split()).replace('"', "'")
+            text += (
+                f"    {{%- if {choice.name} == {_jinja(answer)} and {name} != false -%}}"
+                f"{{%- set refused.names = refused.names + ['{name}'] -%}}"
+                f'{{%- set refused.why = refused.why + ["{name}: {reason}"] -%}}{{%- endif -%}}\n'
+            )
+    return text + (
+        "    {%- if refused.names -%}\n"
+        f"    {choice.name}={{{{ {choice.name} }}}} cannot render with {{{{ refused.names | join(', ') }}}} on"
+        " ({{ refused.why | join('; ') }}). Turn them off ({% for name in refused.names %}--data {{ name }}=false"
+        "{{ ' ' if not loop.last }}{% endfor %}) or choose the preset minimal.\n"
+        "    {%- endif -%}\n"
+    )
 
 
 def exclude_block(features: list[Feature], choices: list[Choice] = ()) -> str:

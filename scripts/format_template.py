@@ -100,12 +100,16 @@ CHECK_NAMES = ["foo", "my_accel"]
 
 def choice_answers() -> list[dict[str, str]]:
     """The answers that render the files of every choice between implementations (the driver): none
-    (the defaults), then each other answer of each choice."""
+    (the defaults), then each other answer of each choice, with the features it refuses off."""
     import features
 
-    answers: list[dict[str, str]] = [{}]
+    answers: list[dict[str, object]] = [{}]
+    by_name = features.by_name()
     for choice in features.load_choices():
-        answers += [{choice.name: answer} for answer in choice.choice_paths if answer != choice.default]
+        for answer in choice.choice_paths:
+            if answer != choice.default:
+                refused = choice.refuses.get(answer, {})
+                answers.append({choice.name: answer, **{name: by_name[name].off_answer for name in refused}})
     return answers
 
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 import checks
+import features as feature_list
 import format_template
 import project
 from conftest import ROOT
@@ -372,14 +373,17 @@ def test_a_preset_and_the_answers_it_stands_for_render_the_same(tmp_path):
 
 def test_the_feature_questions_are_the_features_of_the_list():
     """Every yes/no question is a feature, and every question asked only for the preset custom is one
-    of copier/features.yml, with its answers: the variants and the checks above cover exactly those."""
+    of copier/features.yml, with its answers: the variants and the checks above cover exactly those.
+    The choices between implementations (the driver) are asked too; tests/test_opencl_driver.py
+    builds the other driver."""
     questions = yaml.safe_load((ROOT / "copier.yml").read_text().replace("!include", "#"))
     booleans = {name for name, q in questions.items() if isinstance(q, dict) and q.get("type") == "bool"}
     custom = {
         name for name, q in questions.items() if isinstance(q, dict) and "preset == 'custom'" in str(q.get("when"))
     }
     listed = {feature.name for feature in FEATURES}
-    assert booleans <= listed and custom == listed, "a feature is an entry of copier/features.yml"
+    choices = {choice.name for choice in feature_list.load_choices() if choice.asked}
+    assert booleans <= listed and custom == listed | choices, "a feature is an entry of copier/features.yml"
     assert set(checks.FEATURES_OFF) == listed
     for feature in FEATURES:
         if feature.type == "str":
