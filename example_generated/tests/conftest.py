@@ -19,6 +19,7 @@ os.environ.setdefault("FOO_STRICT_MEMORY", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from numerics import DRIVER  # noqa: E402
 
 import torch_foo  # noqa: E402,F401
 
@@ -187,6 +188,23 @@ def run_ranks(tmp_path):
 def device(request) -> torch.device:
     """Each foo device in turn."""
     return torch.device(DEVICE, request.param)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips, with the reason, what this machine or driver cannot run: tests marked two_devices with
+    fewer than two devices, and tests marked emulated_driver (a mechanism of the emulated device:
+    its strict memory mode, fault injection, sensors, the device count and memory size it takes from
+    environment variables, its kernel ABI) on another driver; the docs of that driver say what
+    replaces each on a real device."""
+    count = torch.foo.device_count()
+    for item in items:
+        if count < 2 and item.get_closest_marker("two_devices") is not None:
+            item.add_marker(pytest.mark.skip(reason=f"needs two {DEVICE} devices; there are {count}"))
+        emulated = item.get_closest_marker("emulated_driver")
+        if emulated is not None and DRIVER != "emulated":
+            what = emulated.args[0] if emulated.args else "a mechanism of the emulated device"
+            reason = f"tests the emulated driver's {what}; this project's driver is {DRIVER}"
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(autouse=True)

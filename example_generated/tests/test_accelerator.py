@@ -1,6 +1,7 @@
 """torch.accelerator with foo as the process's accelerator: identity, devices, streams,
 synchronisation, memory and capability, in agreement with torch.foo."""
 
+import pytest
 import torch
 
 
@@ -10,6 +11,7 @@ def test_identity_and_devices():
     assert torch.accelerator.device_count() == torch.foo.device_count()
 
 
+@pytest.mark.two_devices
 def test_device_index():
     torch.accelerator.set_device_index(1)
     assert torch.accelerator.current_device_index() == 1 == torch.foo.current_device()
@@ -20,6 +22,7 @@ def test_device_index():
     assert torch.foo.current_device() == 0
 
 
+@pytest.mark.two_devices
 def test_streams_and_synchronize():
     stream = torch.foo.Stream("foo:1")
     assert torch.accelerator.current_stream(1) == torch.foo.default_stream(1)

@@ -104,6 +104,7 @@ def test_memory_info(device):
     assert 0 < free <= total == torch.foo.get_device_properties(device).total_memory
 
 
+@pytest.mark.emulated_driver("device memory size set by FOO_DEVICE_MEMORY")
 def test_out_of_memory_is_a_python_exception(run_python):
     code = """
         import torch, torch_foo
@@ -123,6 +124,7 @@ def test_out_of_memory_is_a_python_exception(run_python):
     assert "ooms: 1" in result.stdout
 
 
+@pytest.mark.emulated_driver("device memory size set by FOO_DEVICE_MEMORY")
 def test_the_cache_is_emptied_before_out_of_memory(run_python):
     code = """
         import torch, torch_foo
@@ -148,6 +150,15 @@ def test_the_cache_is_emptied_before_out_of_memory(run_python):
     assert "OOM: foo out of memory. Tried to allocate 1.00 MiB on device foo:0" in result.stdout
     assert "PyTorch holds 8.00 MiB in tensors" in result.stdout
     assert "after freeing: 8.0" in result.stdout
+
+
+def test_an_allocation_larger_than_the_device_is_out_of_memory(device):
+    """Any driver: more than the device's memory raises torch.OutOfMemoryError, and the device keeps
+    working (the emulated device's small memory sizes are tested above)."""
+    too_large = torch.foo.get_device_properties(device).total_memory + (1 << 30)
+    with pytest.raises(torch.OutOfMemoryError, match="out of memory"):
+        torch.empty(too_large, dtype=torch.uint8, device=device)
+    assert (torch.ones(4, device=device) * 2).sum().item() == 8.0
 
 
 def test_invalid_device_in_memory_apis_raises():

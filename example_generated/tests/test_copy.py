@@ -37,6 +37,7 @@ def test_device_to_device_same_device(device, layout):
     assert_close(on_device.contiguous().cpu(), layouts(SOURCE)[layout].contiguous())
 
 
+@pytest.mark.two_devices
 @pytest.mark.parametrize("layout", list(layouts(SOURCE)))
 def test_between_devices(layout):
     src = layouts(SOURCE.to("foo:0"))[layout]

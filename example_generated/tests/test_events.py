@@ -105,6 +105,7 @@ def test_generic_torch_event(device):
     assert mine.elapsed_time(mine) == 0.0  # ... or its own kind (torch.Event.elapsed_time takes only torch.Event)
 
 
+@pytest.mark.two_devices
 def test_an_event_stays_on_its_device():
     event = torch.foo.Event()
     event.record(torch.foo.Stream("foo:0"))

@@ -7,7 +7,11 @@ tested with the runtime alone, in tests/test_runtime.py.)"""
 import json
 import textwrap
 
+import pytest
+
 DEVICE = "foo"
+
+pytestmark = pytest.mark.emulated_driver("fault injection (FOO_FAULTS)")
 
 # Runs first in the child: `allocated()` is the device memory held by tensors, as the leak checks
 # compare it; the child reports what it saw in `seen`.

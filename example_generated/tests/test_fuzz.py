@@ -93,7 +93,8 @@ def compute(op: tuple, inputs: list[torch.Tensor], on_device: bool) -> torch.Ten
     if not on_device:
         return x.clone()  # the CPU's counterpart of a copy is the same values
     if copy == "other_device":
-        return x.to(torch.device(DEVICE, (x.device.index + 1) % torch.foo.device_count()))
+        # copy=True: with one device, the other device is this one, and .to() would return x itself.
+        return x.to(torch.device(DEVICE, (x.device.index + 1) % torch.foo.device_count()), copy=True)
     if copy == "round_trip":
         return x.cpu().to(x.device)
     pinned = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)

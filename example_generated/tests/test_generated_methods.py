@@ -1,9 +1,11 @@
 """The methods torch generates for the backend: Tensor, Module, PackedSequence and Storage."""
 
+import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
 
+@pytest.mark.two_devices
 def test_tensor_methods():
     x = torch.arange(3.0)
     assert not x.is_foo
@@ -14,6 +16,7 @@ def test_tensor_methods():
     assert y.tolist() == [0.0, 1.0, 2.0]
 
 
+@pytest.mark.two_devices
 def test_module_method():
     model = torch.nn.Linear(3, 2).foo()
     assert all(p.is_foo for p in model.parameters())
@@ -28,6 +31,7 @@ def test_packed_sequence_methods():
     assert moved.is_foo and moved.data.is_foo
 
 
+@pytest.mark.two_devices
 def test_storage_methods():
     storage = torch.arange(4, dtype=torch.uint8).untyped_storage()
     assert not storage.is_foo

@@ -5,6 +5,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+pytestmark = pytest.mark.two_devices
+
 SLEEP_US = 200_000
 
 

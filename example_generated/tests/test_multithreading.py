@@ -3,6 +3,7 @@ current stream, and work from many threads on many streams and devices stays cor
 
 import threading
 
+import pytest
 import torch
 from conftest import REAP_CHILD
 from torch.testing import assert_close
@@ -62,6 +63,7 @@ def test_current_stream_is_per_thread():
     assert torch.foo.current_stream() == mine
 
 
+@pytest.mark.two_devices
 def test_threads_sharing_one_stream():
     shared = torch.foo.Stream("foo:1")
     tensors = [torch.zeros(1000, device="foo:1") for _ in range(4)]  # zeroed on the default stream

@@ -11,7 +11,6 @@ import torch.utils.checkpoint
 from torch.testing import assert_close
 
 DEVICE = "foo"
-two_devices = pytest.mark.skipif(torch.foo.device_count() < 2, reason="needs two foo devices")
 
 # Every random operator a user can reach, as fn(device) -> tensor. The first group has native
 # kernels (csrc/aten/Random.cpp), the second runs on the CPU fallback with a seeded CPU generator.
@@ -162,7 +161,7 @@ def test_seed_functions():
     assert [g.initial_seed() for g in torch.foo.default_generators] == [5] * torch.foo.device_count()
 
 
-@two_devices
+@pytest.mark.two_devices
 def test_each_device_has_its_own_generator():
     torch.foo.manual_seed_all(0)
     a0 = torch.rand(8, device="foo:0")
@@ -201,7 +200,7 @@ def test_bad_rng_state_is_rejected_and_changes_nothing():
     with pytest.raises(TypeError):
         torch.foo.set_rng_state([0] * 16)
     with pytest.raises(ValueError, match="one per device"):
-        torch.foo.set_rng_state_all([state])
+        torch.foo.set_rng_state_all([state] * (torch.foo.device_count() + 1))
     with pytest.raises(RuntimeError, match="Invalid foo device index"):
         torch.foo.get_rng_state(99)
     assert torch.equal(torch.foo.get_rng_state(), state)

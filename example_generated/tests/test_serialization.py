@@ -8,7 +8,6 @@ import torch
 from torch.testing import assert_close
 
 DEVICE = "foo"
-two_devices = pytest.mark.skipif(torch.foo.device_count() < 2, reason="needs two foo devices")
 
 
 def round_trip(obj, **load_kwargs):
@@ -61,7 +60,7 @@ def test_map_location_from_cpu(device):
     assert loaded.device == device and loaded.cpu().tolist() == list(range(6))
 
 
-@two_devices
+@pytest.mark.two_devices
 @pytest.mark.parametrize(
     "location",
     ["foo:0", torch.device("foo", 0), {"foo:1": "foo:0"}],

@@ -89,6 +89,7 @@ def test_wait_stream_orders_work_across_streams(device):
     assert_close(result, torch.full((4,), 6.0))
 
 
+@pytest.mark.two_devices
 def test_stream_context_sets_and_restores_stream_and_device():
     stream = torch.foo.Stream("foo:1")
     assert torch.foo.current_device() == 0
@@ -113,6 +114,7 @@ def test_generic_stream_context_and_accelerator_streams():
     assert torch.foo.current_stream(0) == stream
 
 
+@pytest.mark.two_devices
 def test_set_stream_makes_its_device_current():
     stream = torch.foo.Stream("foo:1")
     torch.foo.set_stream(stream)
@@ -151,7 +153,7 @@ def test_kernel_failure_is_reported_at_the_next_synchronisation(device):
     with torch.foo.stream(stream):
         torch.foo._C._launch_failing_kernel("deliberate failure")  # enqueuing succeeds
         x = torch.ones(3, device=device) + 1  # later work still runs
-        with pytest.raises(RuntimeError, match="a kernel failed: kernel trap: deliberate failure"):
+        with pytest.raises(RuntimeError, match="a kernel failed: (kernel )?trap: deliberate failure"):
             stream.synchronize()
         stream.synchronize()  # reported once; the stream keeps working
         assert_close(x.cpu(), torch.full((3,), 2.0))

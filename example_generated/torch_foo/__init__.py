@@ -63,6 +63,7 @@ from .device import (  # noqa: E402
     is_available,
     is_initialized,
     is_tf32_supported,
+    no_device_reason,
     set_device,
     synchronize,
 )
@@ -237,6 +238,7 @@ __all__ = [
     "init",
     "initial_seed",
     "is_available",
+    "no_device_reason",
     "is_bf16_supported",
     "is_initialized",
     "is_tf32_supported",

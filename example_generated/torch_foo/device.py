@@ -5,6 +5,9 @@ torch.distributed.run), uses ``device`` as a context manager (torch.serializatio
 inside it) and ``synchronize``. They mirror torch.cuda's functions of the same names.
 """
 
+import ctypes
+import os
+import warnings
 from typing import Any, NamedTuple
 
 import torch
@@ -14,8 +17,28 @@ from ._utils import _get_device_index
 
 
 def is_available() -> bool:
-    """True if at least one foo device exists. Initialises nothing."""
-    return _C._device_count() > 0
+    """True if at least one foo device exists. Initialises nothing. Without one, warns
+    why (no_device_reason), as torch.cuda.is_available() does."""
+    if _C._device_count() > 0:
+        return True
+    warnings.warn(f"foo is not available: {no_device_reason()}", stacklevel=2)
+    return False
+
+
+def no_device_reason() -> str:
+    """Why there is no foo device ("" when there is one): what the driver says where it says
+    (the OpenCL driver: no ICD loader, no platform, no device, or a choice that matches none, with
+    the package to install), else the setting that hid them."""
+    if _C._device_count() > 0:
+        return ""
+    # The OpenCL driver's account, exported by the runtime linked into the module.
+    says = getattr(ctypes.CDLL(_C.__file__), "fooOpenCLNoDeviceReason", None)
+    if says is not None:
+        says.restype = ctypes.c_char_p
+        return says().decode(errors="replace")
+    if os.environ.get("FOO_DEVICE_COUNT") == "0":
+        return "FOO_DEVICE_COUNT=0"
+    return "the driver found no device"
 
 
 def device_count() -> int:

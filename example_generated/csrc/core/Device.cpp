@@ -14,7 +14,7 @@ c10::DeviceIndex device_count() noexcept {
 
 void check_device_index(int64_t index) {
   const auto count = device_count();
-  TORCH_CHECK(count > 0, "No foo devices are available (is FOO_DEVICE_COUNT set to 0?)");
+  TORCH_CHECK(count > 0, "No foo devices are available: torch.foo.no_device_reason() says why");
   TORCH_CHECK(
       index >= 0 && index < count,
       "Invalid foo device index ",

@@ -36,7 +36,7 @@ struct FooHooks final : public at::PrivateUse1HooksInterface {
     int bad_fork = 0;
     FOO_CHECK(fooIsInBadFork(&bad_fork));
     TORCH_CHECK(bad_fork == 0, FOO_FORKED_CHILD_MESSAGE);
-    TORCH_CHECK(device_count() > 0, "No foo devices are available (is FOO_DEVICE_COUNT set to 0?)");
+    TORCH_CHECK(device_count() > 0, "No foo devices are available: torch.foo.no_device_reason() says why");
   }
 
   c10::DeviceIndex deviceCount() const override {
