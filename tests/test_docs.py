@@ -187,6 +187,8 @@ NAMED_BUT_NOT_GENERATED = {
         "FOO_OPENCL_FP64": "csrc/kernels/opencl/library.cpp (driver=opencl)",
     },
     "porting.md": {"FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)"},
+    "questions.md": {"FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)"},
+    "snippets/features.md": {"FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)"},
 }
 
 
