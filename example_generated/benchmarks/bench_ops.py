@@ -3,9 +3,10 @@
     python benchmarks/bench_ops.py
 
 Dispatch: a 4-element add runs the native kernel path (type promotion, TensorIterator, launch);
-a 4-element sin runs the CPU fallback (two copies per tensor). Copies: host-to-device,
-device-to-host and device-to-device into preallocated buffers against a CPU-to-CPU copy of the
-same size; a ratio of 1.0 means the device path moves data as fast as the CPU copy does. Sparse:
+a 4-element sin runs the CPU fallback (two copies per tensor). Copies: host-to-device and
+device-to-host from and to pageable and pinned memory, and device-to-device, into preallocated
+buffers (an asynchronous copy then synchronises) against a CPU-to-CPU copy of the same size; a ratio
+of 1.0 means the device path moves data as fast as the CPU copy does. Sparse:
 sparse @ dense, coalesce, COO to CSR and sampled_addmm, which run on the CPU fallback.
 """
 
@@ -40,20 +41,30 @@ def dispatch_costs() -> list[Row]:
     return rows
 
 
+def copy_and_synchronize(dst: torch.Tensor, src: torch.Tensor) -> None:
+    dst.copy_(src, non_blocking=True)
+    torch.foo.synchronize()
+
+
 def copy_bandwidth() -> list[Row]:
-    """Each copy direction against a CPU-to-CPU copy of the same size; params: direction, bytes."""
+    """Each copy direction against a CPU-to-CPU copy of the same size; params: direction, bytes.
+    Asynchronous copies (pinned host memory, device to device) are followed by a synchronisation,
+    so that each row times the whole copy."""
     rows = []
     for size in COPY_SIZES[:2] if quick() else COPY_SIZES:
         numel = size // 4
         src_cpu = torch.randn(numel)
         dst_cpu = torch.empty(numel)
+        pinned = torch.randn(numel).pin_memory()
         dst_dev = torch.empty(numel, device=DEVICE)
         src_dev = src_cpu.to(DEVICE)
         other_dev = torch.empty(numel, device=DEVICE)
         for direction, copy in (
             ("host to device", partial(dst_dev.copy_, src_cpu)),
             ("device to host", partial(dst_cpu.copy_, src_dev)),
-            ("device to device", partial(other_dev.copy_, src_dev)),
+            ("pinned host to device", partial(copy_and_synchronize, dst_dev, pinned)),
+            ("device to pinned host", partial(copy_and_synchronize, pinned, src_dev)),
+            ("device to device", partial(copy_and_synchronize, other_dev, src_dev)),
         ):
             name = f"{direction}, {size_label(size)}"
             rows.append(measure(name, partial(dst_cpu.copy_, src_cpu), copy, direction=direction, bytes=size))

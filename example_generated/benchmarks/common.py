@@ -5,6 +5,7 @@ Every benchmark function returns Rows (numbers); the scripts print them as table
 benchmarks/report.py plots them. set_quick() makes every measurement short (a smoke test of the
 scripts and the report, not numbers to read)."""
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -123,7 +124,25 @@ def print_table(title: str, rows: list[tuple[str, ...]], headers: tuple[str, ...
         )
 
 
+# Names of the OpenCL devices that compute on this machine's CPU cores: PoCL's CPU devices.
+HOST_CORE_DEVICES = ("pthread-", "cpu-", "basic-", "tbb-")
+
+
+def set_cpu_threads(device: str) -> None:
+    """Sets the CPU side's intra-op threads. A device that computes on this machine's own cores (an
+    OpenCL CPU device such as PoCL's) competes with the CPU's threads for them, so the CPU side then
+    runs on one thread: each side has the cores while it runs, and the ratio compares the two
+    implementations rather than who got the cores. BENCH_CPU_THREADS sets the count explicitly."""
+    threads = os.environ.get("BENCH_CPU_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    elif torch.get_device_module(device).get_device_name().startswith(HOST_CORE_DEVICES):
+        torch.set_num_threads(1)
+
+
 def print_setup(device: str) -> None:
-    """The line that makes a run's figures comparable with another's: torch, CPU threads, device."""
+    """Sets the CPU threads (set_cpu_threads) and prints the line that makes a run's figures
+    comparable with another's: torch, CPU threads, device."""
+    set_cpu_threads(device)
     name = torch.get_device_module(device).get_device_name()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {name}")

@@ -201,6 +201,7 @@ def write_report(output: Path, quick: bool) -> Path:
     output.mkdir(parents=True, exist_ok=True)
     if quick:
         common.set_quick()
+    common.set_cpu_threads(DEVICE)
     torch.manual_seed(0)
     device_name = torch.get_device_module(DEVICE).get_device_name()
     parts = [
@@ -237,7 +238,8 @@ def write_report(output: Path, quick: bool) -> Path:
     bandwidth_plot(copies, output / "bandwidth.png")
     section(
         "Copy bandwidth",
-        "Copies into preallocated buffers for each direction, against a CPU-to-CPU copy of the same size.",
+        "Copies into preallocated buffers for each direction, from and to pageable and pinned host memory "
+        "(an asynchronous copy is followed by a synchronisation), against a CPU-to-CPU copy of the same size.",
         table(
             ("copy", "cpu to cpu", DEVICE, "speed ratio"),
             [(a, b.strip(), c.strip(), d.strip()) for a, b, c, d in bench_ops.bandwidth_rows(copies)],

@@ -1,7 +1,10 @@
 """Device strings, the device module torch.foo, torch.accelerator, and errors for bad input."""
 
 import importlib
+import shutil
+import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,6 +121,32 @@ def test_without_an_opencl_platform_is_available_is_false_and_names_the_package(
     assert "available: False 0" in result.stdout
     assert "reason: no OpenCL platform" in result.stdout and "pocl-opencl-icd" in result.stdout
     assert "error: No foo devices are available" in result.stdout
+
+
+@pytest.mark.skipif(DRIVER != "opencl", reason="the OpenCL driver loads the ICD loader at run time")
+def test_without_the_opencl_icd_loader_is_available_is_false_and_names_the_package(run_python, tmp_path):
+    # As on a machine without libOpenCL.so.1: the runtime and the probe load it by this name.
+    missing = tmp_path / "libOpenCL.so.1"
+    result = run_python(NO_DEVICE, FOO_OPENCL_LIBRARY=str(missing))
+    assert result.returncode == 0, result.stderr
+    assert "available: False 0" in result.stdout
+    assert "reason: no OpenCL ICD loader" in result.stdout and "ocl-icd-libopencl1" in result.stdout
+    assert "error: No foo devices are available" in result.stdout
+
+
+@pytest.mark.skipif(DRIVER != "opencl", reason="the OpenCL driver loads the ICD loader at run time")
+def test_the_module_and_the_probe_do_not_link_the_opencl_icd_loader():
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("needs readelf (binutils)")
+    package = Path(torch_foo.__file__).parent
+    binaries = [Path(torch_foo._C.__file__), package / "foo_opencl_probe"]
+    for binary in binaries:
+        assert binary.exists(), binary
+        dynamic = subprocess.run([readelf, "-d", str(binary)], capture_output=True, text=True, check=True).stdout
+        needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
+        assert needed, dynamic  # the listing was read
+        assert not any("libOpenCL" in line for line in needed), (binary, needed)
 
 
 def test_is_initialized_after_use():

@@ -70,6 +70,14 @@ def test_add_with_alpha_rounds_once_as_the_cpu(device, dtype):
     assert_matches_cpu(on_device, a.add(b, alpha=0.3), elementary=True)
 
 
+def test_float_division_is_exact_where_the_device_promises_it(device):
+    # Quotients of random floats, many of them inexact, where an approximate division is off by an ulp.
+    g = torch.Generator().manual_seed(7)
+    a, b = torch.randn(1 << 16, generator=g), torch.randn(1 << 16, generator=g)
+    assert_matches_cpu(a.to(device) / b.to(device), a / b, elementary=True, division=True)
+    assert_matches_cpu(a.to(device) / 3.0, a / 3.0, elementary=True, division=True)
+
+
 def test_bool_arithmetic(device):
     a = torch.tensor([True, False, True, False])
     b = torch.tensor([True, True, False, False])
