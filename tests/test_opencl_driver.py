@@ -195,14 +195,13 @@ class TestMinimalOpenCLBackend:
 
 
 # The generated suite's files that exercise the custom operator and the kernel families: bias_gelu
-# (with opcheck), attention, sparse tensors, the dtypes CUDA has and the CPU lacks, and nn.LSTM and
-# nn.GRU on the fused cells (test_training.py's tests that RECURRENT selects).
+# (with opcheck), attention, sparse tensors, and nn.LSTM and nn.GRU on the fused cells (test_training.py's
+# tests that RECURRENT selects); then tests/test_dtype_coverage.py (the dtypes CUDA has and the CPU lacks).
 RECURRENT = "lstm or gru or Cell"
 FAMILY_TESTS = [
     "tests/test_custom_ops.py",
     "tests/test_attention.py",
     "tests/test_sparse.py",
-    "tests/test_dtype_coverage.py",
 ]
 
 
@@ -248,6 +247,9 @@ class TestOpenCLFamilies:
         monkeypatch.setenv("POCL_DEVICES", "pthread pthread")
         monkeypatch.setenv("FOO_OPENCL_DEVICES", "cpu")
         code = project.run_tests(root, "-m", "not slow", *FAMILY_TESTS)
+        assert code == 0, project.failure_summary(root)
+        # the whole of the dtype coverage, a slow file, which "not slow" leaves out
+        code = project.run_tests(root, "tests/test_dtype_coverage.py")
         assert code == 0, project.failure_summary(root)
         code = project.run_tests(root, "-m", "not slow", "-k", RECURRENT, "tests/test_training.py")
         assert code == 0, project.failure_summary(root)
