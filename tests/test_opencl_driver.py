@@ -74,15 +74,41 @@ def test_an_opencl_render_refuses_the_features_whose_kernels_the_opencl_library_
     with pytest.raises(ValueError) as error:
         render("foo", driver="opencl")  # the full preset: every feature on
     message = str(error.value)
-    for feature in ("native_operators", "custom_op", "kernel_families", "compile"):
+    for feature in ("native_operators", "compile"):
         assert f"--data {feature}=false" in message, message
     assert "compile: Inductor does not emit OpenCL C yet" in message
-    for feature in ("distributed", "profiler", "graphs", "backend_meta"):  # no kernels of their own
+    # no kernels of their own, or kernels the OpenCL library has (custom_op, kernel_families)
+    for feature in ("distributed", "profiler", "graphs", "backend_meta", "custom_op", "kernel_families"):
         assert feature not in message, message
     with pytest.raises(
         ValueError, match=r"cannot render with compile on \(compile: Inductor does not emit OpenCL C yet\)"
     ):
         render("foo", preset="minimal", driver="opencl", compile=True)
+
+
+# The OpenCL kernels and C++ tests of the custom operator and of the kernel families, each rendered
+# with its feature and the OpenCL driver only.
+FEATURE_KERNELS = {
+    "custom_op": ("csrc/kernels/opencl/custom_ops.cpp", "tests/runtime/opencl_custom_ops_test.cpp"),
+    "kernel_families": (
+        "csrc/kernels/opencl/attention.cpp",
+        "csrc/kernels/opencl/histogram.cpp",
+        "csrc/kernels/opencl/recurrent.cpp",
+        "tests/runtime/opencl_families_test.cpp",
+    ),
+}
+
+
+def test_an_opencl_render_has_the_kernels_of_the_custom_operator_and_the_families_it_asks_for(render):
+    answers = {"preset": "custom", "driver": "opencl", "native_operators": False, "compile": False}
+    with_them = render("foo", **answers, custom_op=True, kernel_families=True)
+    without = render("bar", **answers, custom_op=False, kernel_families=False)
+    emulated = render("baz", preset="full")
+    for paths in FEATURE_KERNELS.values():
+        for path in paths:
+            assert (with_them / path).exists(), path
+            assert not (without / path).exists(), path
+            assert not (emulated / path).exists(), path
 
 
 def test_an_opencl_render_builds_the_whole_extension(render):
@@ -166,3 +192,71 @@ class TestMinimalOpenCLBackend:
         skipped = [case.get("name") for case in cases if case.find("skipped") is not None]
         multi_device = [case for case in cases if case.get("classname", "").endswith("test_multi_device")]
         assert multi_device and not any(case.find("skipped") is not None for case in multi_device), skipped
+
+
+# The generated suite's files that exercise the custom operator and the kernel families: bias_gelu
+# (with opcheck), attention, sparse tensors, and nn.LSTM and nn.GRU on the fused cells (test_training.py's
+# tests that RECURRENT selects); then tests/test_dtype_coverage.py (the dtypes CUDA has and the CPU lacks).
+RECURRENT = "lstm or gru or Cell"
+FAMILY_TESTS = [
+    "tests/test_custom_ops.py",
+    "tests/test_attention.py",
+    "tests/test_sparse.py",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.backend(
+    "foo", preset="custom", driver="opencl", native_operators=False, compile=False, custom_op=True, kernel_families=True
+)
+class TestOpenCLFamilies:
+    """A render with driver=opencl, the custom operator and the kernel families: their kernels'
+    C++ tests (kernels_opencl_custom_ops*, kernels_opencl_families*) on one and two devices and as
+    on a device without cl_khr_fp64, and the generated suite's tests of them on two PoCL devices."""
+
+    answers = {
+        "preset": "custom",
+        "driver": "opencl",
+        "native_operators": False,
+        "compile": False,
+        "custom_op": True,
+        "kernel_families": True,
+    }
+
+    def test_the_kernel_tests_pass(self, render, tmp_path):
+        require_opencl()
+        root = render("foo", **self.answers)
+        build = tmp_path / "runtime"
+        configure = [checks.tool("cmake"), "-S", str(root), "-B", str(build), "-G", "Ninja", "-DRUNTIME_ONLY=ON"]
+        targets = ["--target", "opencl_custom_ops_test", "--target", "opencl_families_test"]
+        compile_tests = [checks.tool("cmake"), "--build", str(build), *targets]
+        for command in (configure, compile_tests):
+            result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+            assert result.returncode == 0, result.stdout + result.stderr
+        ctest = [
+            checks.tool("ctest"),
+            "--test-dir",
+            str(build),
+            "--output-on-failure",
+            "-R",
+            "kernels_opencl_(custom_ops|families)",
+        ]
+        result = subprocess.run(ctest, capture_output=True, text=True, timeout=1800)
+        assert result.returncode == 0, result.stdout + result.stderr
+        for part in ("custom_ops", "families"):
+            for suffix in ("", "_two_devices", "_no_fp64"):
+                assert f"kernels_opencl_{part}{suffix} " in result.stdout, result.stdout
+
+    def test_the_family_tests_pass_on_two_devices(self, render, monkeypatch):
+        require_opencl()
+        root = render("foo", **self.answers)
+        project.build(root, jobs=2)
+        monkeypatch.setenv("POCL_DEVICES", "pthread pthread")
+        monkeypatch.setenv("FOO_OPENCL_DEVICES", "cpu")
+        code = project.run_tests(root, "-m", "not slow", *FAMILY_TESTS)
+        assert code == 0, project.failure_summary(root)
+        # the whole of the dtype coverage, a slow file, which "not slow" leaves out
+        code = project.run_tests(root, "tests/test_dtype_coverage.py")
+        assert code == 0, project.failure_summary(root)
+        code = project.run_tests(root, "-m", "not slow", "-k", RECURRENT, "tests/test_training.py")
+        assert code == 0, project.failure_summary(root)
