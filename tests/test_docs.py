@@ -206,6 +206,13 @@ def in_place_of_a_feature() -> set[str]:
     paths = {path for feature in checks.FEATURE_LIST for path in feature.off_paths}
     for choice in features.load_choices():
         paths |= {path for answer, named in choice.choice_paths.items() if answer != choice.default for path in named}
+    # A feature's files inside such an answer's directory (csrc/kernels/opencl/blas.cpp).
+    paths |= {
+        path
+        for feature in checks.FEATURE_LIST
+        for path in feature.paths
+        if any(Path(other) in Path(path).parents for other in paths)
+    }
     return paths | {Path(path).name for path in paths}
 
 
