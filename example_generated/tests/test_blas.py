@@ -1,13 +1,15 @@
 """Matrix products (csrc/aten/Blas.cpp): mm, addmm, bmm, baddbmm and what reaches them (matmul,
 nn.Linear and their gradients) run on the device and equal the CPU's results.
 
-The emulated device multiplies with the host's BLAS (csrc/kernels/emulated/host_math.cpp), so its
-results are the CPU's bit for bit; a port to hardware whose BLAS sums in another order keeps these
-tests with a tolerance (torch.testing's defaults for the dtype)."""
+Results are compared through the driver's numerics profile (tests/numerics.py): the emulated device
+multiplies with the host's BLAS (csrc/kernels/emulated/host_math.cpp), so its results are the CPU's
+bit for bit; OpenCL's CLBlast sums in another order (a tiled product), so its results are the CPU's
+within the profile's tolerance for the dtype."""
 
 import pytest
 import torch
 import torch.nn.functional as F
+from numerics import assert_matches_cpu
 from torch.testing import assert_close
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128]
@@ -38,7 +40,7 @@ def test_products_equal_the_cpus(device, name, dtype):
     expected = PRODUCTS[name](*operands(dtype))
     got = PRODUCTS[name](*operands(dtype, device))
     assert got.device == device
-    assert_close(got.cpu(), expected, rtol=0, atol=0)
+    assert_matches_cpu(got, expected)
 
 
 def test_conjugate_and_negative_views(device):
@@ -51,7 +53,9 @@ def test_conjugate_and_negative_views(device):
         "negative": lambda x, y: x._neg_view() @ y,
     }
     for name, product in views.items():
-        assert_close(product(a.to(device), b.to(device)).cpu(), product(a, b), rtol=0, atol=0, msg=name)
+        got = product(a.to(device), b.to(device))
+        assert got.device == device, name
+        assert_matches_cpu(got, product(a, b))
 
 
 def test_edge_cases_follow_the_cpu(device):
@@ -73,7 +77,7 @@ def test_edge_cases_follow_the_cpu(device):
     for name, case in cases.items():
         got, expected = case(device), case("cpu")
         assert got.device == device, name
-        assert_close(got.cpu(), expected, rtol=0, atol=0, equal_nan=True, msg=name)
+        assert_matches_cpu(got, expected)
 
 
 def test_linear_gradients_equal_the_cpus(device):
@@ -84,7 +88,7 @@ def test_linear_gradients_equal_the_cpus(device):
     moved.load_state_dict(layer.state_dict())
     layer(x).square().sum().backward()
     moved(x.to(device)).square().sum().backward()
-    assert_close(moved.weight.grad.cpu(), layer.weight.grad, rtol=0, atol=0)
+    assert_matches_cpu(moved.weight.grad, layer.weight.grad)
     # The bias's gradient is a sum over the batch (tests/test_pointwise.py): within a rounding.
     assert_close(moved.bias.grad.cpu(), layer.bias.grad)
 
