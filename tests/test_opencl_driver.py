@@ -74,15 +74,41 @@ def test_an_opencl_render_refuses_the_features_whose_kernels_the_opencl_library_
     with pytest.raises(ValueError) as error:
         render("foo", driver="opencl")  # the full preset: every feature on
     message = str(error.value)
-    for feature in ("native_operators", "custom_op", "kernel_families", "compile"):
+    for feature in ("custom_op", "kernel_families", "compile"):
         assert f"--data {feature}=false" in message, message
     assert "compile: Inductor does not emit OpenCL C yet" in message
-    for feature in ("distributed", "profiler", "graphs", "backend_meta"):  # no kernels of their own
+    # The native operators are in the OpenCL library (matrix products and convolutions through the
+    # CPU fallback); the others have no kernels of their own.
+    for feature in ("native_operators", "distributed", "profiler", "graphs", "backend_meta"):
         assert feature not in message, message
     with pytest.raises(
         ValueError, match=r"cannot render with compile on \(compile: Inductor does not emit OpenCL C yet\)"
     ):
         render("foo", preset="minimal", driver="opencl", compile=True)
+
+
+def test_an_opencl_render_with_native_operators_has_their_opencl_kernels(render):
+    """native_operators with driver=opencl: native.h's functions in the OpenCL library, their checks
+    in the library's test, and none of the emulated device's kernels."""
+    root = render(
+        "foo",
+        preset="custom",
+        driver="opencl",
+        native_operators=True,
+        custom_op=False,
+        kernel_families=False,
+        compile=False,
+    )
+    kernels = root / "csrc" / "kernels"
+    assert (kernels / "native.h").is_file()
+    assert {"native.cpp", "blas.cpp"} <= {path.name for path in (kernels / "opencl").iterdir()}
+    assert not (kernels / "emulated").exists()
+    assert (root / "tests" / "runtime" / "opencl_native_checks.h").is_file()
+    minimal = render("bar", preset="minimal", driver="opencl")
+    assert not (minimal / "csrc" / "kernels" / "opencl" / "native.cpp").exists()
+    assert not (minimal / "tests" / "runtime" / "opencl_native_checks.h").exists()
+    emulated = render("baz")
+    assert not (emulated / "tests" / "runtime" / "opencl_native_checks.h").exists()
 
 
 def test_an_opencl_render_builds_the_whole_extension(render):
