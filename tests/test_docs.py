@@ -184,6 +184,7 @@ NAMED_BUT_NOT_GENERATED = {
         "FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)",
         "FOO_OPENCL_PROBE": "csrc/runtime/opencl/devices.cpp (driver=opencl)",
         "prelude.cpp": "csrc/kernels/opencl/prelude.cpp (driver=opencl)",
+        "blas.cpp": "csrc/kernels/opencl/blas.cpp (driver=opencl, native_operators)",
         "FOO_OPENCL_FP64": "csrc/kernels/opencl/library.cpp (driver=opencl)",
         "fooOpenCLSingleFpConfig": "csrc/runtime/opencl/devices.cpp (driver=opencl)",
         "FOO_OPENCL_FP32_CORRECTLY_ROUNDED": "csrc/runtime/opencl/select.h (driver=opencl)",

@@ -74,11 +74,10 @@ def test_an_opencl_render_refuses_the_features_whose_kernels_the_opencl_library_
     with pytest.raises(ValueError) as error:
         render("foo", driver="opencl")  # the full preset: every feature on
     message = str(error.value)
-    for feature in ("native_operators", "compile"):
-        assert f"--data {feature}=false" in message, message
+    assert "--data compile=false" in message, message
     assert "compile: Inductor does not emit OpenCL C yet" in message
-    # no kernels of their own, or kernels the OpenCL library has (custom_op, kernel_families)
-    for feature in ("distributed", "profiler", "graphs", "backend_meta", "custom_op", "kernel_families"):
+    # no kernels of their own, or kernels the OpenCL library has
+    for feature in ("native_operators", "custom_op", "kernel_families", "distributed", "profiler", "graphs", "backend_meta"):
         assert feature not in message, message
     with pytest.raises(
         ValueError, match=r"cannot render with compile on \(compile: Inductor does not emit OpenCL C yet\)"
@@ -109,6 +108,30 @@ def test_an_opencl_render_has_the_kernels_of_the_custom_operator_and_the_familie
             assert (with_them / path).exists(), path
             assert not (without / path).exists(), path
             assert not (emulated / path).exists(), path
+
+
+def test_an_opencl_render_with_native_operators_has_their_opencl_kernels(render):
+    """native_operators with driver=opencl: native.h's functions in the OpenCL library, their checks
+    in the library's test, and none of the emulated device's kernels."""
+    root = render(
+        "foo",
+        preset="custom",
+        driver="opencl",
+        native_operators=True,
+        custom_op=False,
+        kernel_families=False,
+        compile=False,
+    )
+    kernels = root / "csrc" / "kernels"
+    assert (kernels / "native.h").is_file()
+    assert {"native.cpp", "blas.cpp"} <= {path.name for path in (kernels / "opencl").iterdir()}
+    assert not (kernels / "emulated").exists()
+    assert (root / "tests" / "runtime" / "opencl_native_checks.h").is_file()
+    minimal = render("bar", preset="minimal", driver="opencl")
+    assert not (minimal / "csrc" / "kernels" / "opencl" / "native.cpp").exists()
+    assert not (minimal / "tests" / "runtime" / "opencl_native_checks.h").exists()
+    emulated = render("baz")
+    assert not (emulated / "tests" / "runtime" / "opencl_native_checks.h").exists()
 
 
 def test_an_opencl_render_builds_the_whole_extension(render):
