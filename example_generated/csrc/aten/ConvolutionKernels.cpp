@@ -1,8 +1,12 @@
 // Convolutions with the operator library's kernels (the native_operators answer; Convolution.h):
 // the host allocates the results, the library computes them (fooOpConvolution: on hardware,
-// the vendor's convolution routines).
+// the vendor's convolution routines). A library that answers fooErrorNotSupported (a dtype it
+// lacks, or no convolutions at all yet) leaves the case to PyTorch's CPU convolution, through the
+// fallback, as ConvolutionOnCpu.cpp computes every case.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/convolution_backward_ops.h>
+#include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/DeviceGuard.h>
@@ -14,6 +18,7 @@
 
 #include "../kernels/native.h"
 #include "Convolution.h"
+#include "Fallback.h"
 #include "OpLibrary.h"
 
 namespace torch_foo {
@@ -86,7 +91,12 @@ at::Tensor run_convolution(
   const fooTensor w = op_tensor(weight);
   const fooTensor b = op_tensor_or_none(bias.has_value() ? *bias : at::Tensor());
   fooTensor out = op_tensor(output);
-  FOO_OP_CHECK(fooOpConvolution(&params, &in, &w, &b, &out, current_stream()));
+  const fooError_t error = fooOpConvolution(&params, &in, &w, &b, &out, current_stream());
+  if (error == fooErrorNotSupported) {
+    return run_on_cpu<at::_ops::convolution>(
+        input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  }
+  FOO_OP_CHECK(error);
   return output;
 }
 
@@ -114,7 +124,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_convolution_backward(
     const fooTensor in = op_tensor(input);
     const fooTensor w = op_tensor(weight);
     const fooStream_t stream = current_stream();
-    FOO_OP_CHECK(fooOpConvolutionBackward(&params, &go, &in, &w, &grads[0], &grads[1], &grads[2], stream));
+    const auto error = fooOpConvolutionBackward(&params, &go, &in, &w, &grads[0], &grads[1], &grads[2], stream);
+    if (error == fooErrorNotSupported) {
+      const std::vector<int64_t> bias_sizes{grad_output.size(1)};
+      return run_on_cpu<at::_ops::convolution_backward>(
+          grad_output,
+          input,
+          weight,
+          output_mask[2] ? at::OptionalIntArrayRef(bias_sizes) : std::nullopt,
+          stride,
+          padding,
+          dilation,
+          transposed,
+          output_padding,
+          groups,
+          output_mask);
+    }
+    FOO_OP_CHECK(error);
   }
   return {grad_input, grad_weight, grad_bias};
 }
