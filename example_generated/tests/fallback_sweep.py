@@ -2,7 +2,7 @@
 device and on the CPU, forward and backward, in float32, dense and in the sparse layouts each supports,
 each case in a child process, so that a crash is an outcome naming the operator.
 
-    python tests/fallback_sweep.py [--fast] [--workers N]     prints one JSON line per case
+    python tests/fallback_sweep.py [--fast] [--capture] [--workers N]     prints one JSON line per case
 
 A case is "<op>[.<variant>]@<layout>". This process imports torch, the backend and the OpInfo database
 once and never uses the device; it forks a child for each batch of BATCH cases (a process forked
@@ -17,6 +17,13 @@ for the operators of NOT_COMPARED the same structure, layouts, shapes and dtypes
 CPU" (both raise), "raises clearly" (the device raises NotImplementedError for an operator of
 CUDA_UNSUPPORTED), "fail" (anything else, with the reason), "crashed", "no gradient" (nothing
 differentiable) and "no sample" (the OpInfo has no sample for that layout).
+
+With --capture, each dense sample is captured into a graph instead (docs/graphs.md), its floating-point
+inputs are then scaled by NEW_VALUES, and the graph is replayed: the results must equal the CPU's for the
+new values, so that a stale result (work that ran at capture time, or not at all) fails. "raises
+clearly" is then a capture that raises one of CAPTURE_REFUSALS (an operator a graph cannot record, a
+call a capture does not permit), and "raises like the CPU" a capture or replay that raises where the CPU
+raises too. There is no backward.
 """
 
 import argparse
@@ -216,12 +223,86 @@ def gradients(op, sample, outputs_seed=0):
 RANK = ["no gradient", "pass", "raises like the CPU", "raises clearly", "fail"]
 
 
+CAPTURE = False  # --capture: each sample captured into a graph and replayed with new input values
+# What a capture raises, as docs/graphs.md documents: an operator that a graph cannot record (random,
+# data-dependent shapes, tensor lists, ...), a call that a capture does not permit (a copy to pageable
+# memory, a synchronisation), and the end of a capture such a call invalidated.
+CAPTURE_REFUSALS = ("cannot be captured", "not permitted while a stream captures", "capture failed")
+NEW_VALUES = 0.75  # the factor of the floating-point inputs between the capture and the replay
+
+
+def statics(device=None):
+    """Each tensor of a sample to a new tensor on `device` (None: where it is) that does not require grad,
+    each tensor once."""
+    copies = {}
+
+    def to_static(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if id(t) not in copies:
+            copies[id(t)] = t.detach().clone() if device is None else t.detach().to(device)
+        return copies[id(t)]
+
+    return to_static
+
+
+def first_line(error) -> str:
+    return f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+
+
+def captured_outcome(key, op, sample) -> tuple[str, str]:
+    """Captures the sample on the device, scales the inputs of both sides, replays, and classifies."""
+    device, cpu = sample.transform(statics()), sample.transform(statics("cpu"))
+    if "device" in cpu.kwargs:
+        cpu.kwargs["device"] = "cpu"
+    graph, stream = torch.accelerator.Graph(), torch.Stream(device=DEVICE)
+    try:
+        with stream, graph:  # torch's device-generic form: captures on a stream that is not the default one
+            got = run(op, device)
+    except Exception as error:  # noqa: BLE001  every exception is an outcome to classify
+        try:
+            run(op, cpu)
+        except Exception:  # noqa: BLE001
+            return "raises like the CPU", first_line(error)
+        if any(refusal in str(error) for refusal in CAPTURE_REFUSALS):
+            return "raises clearly", first_line(error)
+        return "fail", f"the CPU runs it, the capture raises {first_line(error)}"
+    for t in tensors([device.input, device.args, device.kwargs, cpu.input, cpu.args, cpu.kwargs]):
+        if t.is_floating_point() or t.is_complex():
+            t.mul_(NEW_VALUES)
+    try:
+        graph.replay()
+        torch.accelerator.synchronize()
+        replayed = pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, got)
+        graph.replay()  # raises if work of the first replay failed
+        torch.accelerator.synchronize()
+    except Exception as error:  # noqa: BLE001
+        try:
+            run(op, cpu)
+        except Exception:  # noqa: BLE001
+            return "raises like the CPU", first_line(error)
+        return "fail", f"the CPU runs it, the replay raises {first_line(error)}"
+    finally:
+        graph.reset()
+    try:
+        expected = run(op, cpu)
+    except Exception as error:  # noqa: BLE001
+        return "fail", f"the CPU raises {type(error).__name__} for the new values, the replay does not"
+    try:
+        compare(key, replayed, expected)
+    except AssertionError as error:
+        return "fail", f"the replay differs from the CPU: {str(error).splitlines()[0][:300]}"
+    return "pass", ""
+
+
 def run_case(case: str) -> dict:
     key, layout_name = case.split("@")
     op = OPS[key]
     result = {"case": case, "forward": "pass", "backward": "no gradient", "detail": ""}
+    if CAPTURE and layout_name != "strided":
+        return {**result, "forward": "no sample", "backward": "no sample", "detail": "captured: dense only"}
     try:
-        samples = chosen_samples(op, LAYOUTS[layout_name], requires_grad=op.supports_autograd)
+        samples = chosen_samples(op, LAYOUTS[layout_name], requires_grad=op.supports_autograd and not CAPTURE)
     except Exception as error:  # noqa: BLE001  no sample function for this layout
         samples, result["detail"] = [], f"{type(error).__name__}: {error}"[:200]
     if not samples:
@@ -233,6 +314,9 @@ def run_case(case: str) -> dict:
             result["detail"] = result["detail"] or f"{side}: {detail}" if detail else result["detail"]
 
     for sample in samples:
+        if CAPTURE:
+            merge("forward", *captured_outcome(key, op, sample))
+            continue
         device, cpu = sample.transform(leaves_on()), sample.transform(leaves_on("cpu"))
         if "device" in cpu.kwargs:  # factories (arange, ones, signal windows) make their result there
             cpu.kwargs["device"] = "cpu"
@@ -378,11 +462,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="the sparse layouts and a few dense operators only")
     parser.add_argument("--workers", type=int, default=WORKERS)
+    parser.add_argument("--capture", action="store_true", help="capture dense samples, replay them with new values")
     parser.add_argument("--crash-at", metavar="CASE", help="kill the child with SIGSEGV when it starts CASE")
     parser.add_argument("cases", nargs="*", help="these cases (default: all, or the fast subset)")
     args = parser.parse_args()
-    global CRASH_AT  # noqa: PLW0603  read by the forked children
-    CRASH_AT = args.crash_at
+    global CRASH_AT, CAPTURE  # noqa: PLW0603  read by the forked children
+    CRASH_AT, CAPTURE = args.crash_at, args.capture
     chosen = args.cases or (fast_cases() if args.fast else cases())
     for result in sweep(chosen, args.workers):
         print(json.dumps(result), flush=True)

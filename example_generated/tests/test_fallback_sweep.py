@@ -85,3 +85,29 @@ def test_every_opinfo_operator_never_crashes_and_matches_the_cpu():
     print(report(results))
     assert problems(results) == []
     assert len(set().union(*(r["fallback_ops"] for r in results))) > 300
+
+
+def test_captured_fallback_operators_replay_with_new_values_or_raise_clearly():
+    """A few operators under --capture: fallback ones replay equal to the CPU for new input values, those
+    a graph cannot record raise naming themselves."""
+    replayed = ["abs", "sgn", "nn.functional.gelu", "nn.functional.mse_loss", "nn.functional.cross_entropy", "mean"]
+    refused = {"nonzero": "aten::nonzero", "masked_select": "aten::masked_select"}
+    cases = [*replayed, "index_select", *refused, "bernoulli"]
+    results = {r["case"]: r for r in sweep("--capture", *(f"{c}@strided" for c in cases))}
+    for case in [*replayed, "index_select"]:
+        assert results[f"{case}@strided"]["forward"] == "pass", results[f"{case}@strided"]
+    for case, operator in refused.items():
+        result = results[f"{case}@strided"]
+        assert result["forward"] == "raises clearly", result
+        assert f"operator {operator} " in result["detail"] and "depends on the values" in result["detail"], result
+    assert results["bernoulli@strided"]["forward"] == "raises clearly"  # random
+    reached = set().union(*(r["fallback_ops"] for r in results.values()))
+    assert {"aten::abs.out", "aten::sgn", "aten::gelu", "aten::mse_loss"} <= reached
+
+
+@pytest.mark.slow
+def test_every_opinfo_operator_replays_like_the_cpu_or_raises_clearly_under_capture():
+    results = sweep("--capture")
+    print(report(results))
+    assert problems(results) == []
+    assert sum(r["forward"] == "pass" for r in results) > 300

@@ -46,7 +46,7 @@ def test_replay_follows_new_values_of_static_inputs():
 
 def test_a_captured_training_step_matches_eager_training():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(DEVICE)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1)).to(DEVICE)
     reference = copy.deepcopy(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
@@ -56,9 +56,7 @@ def test_a_captured_training_step_matches_eager_training():
 
     def step(net, optimizer, x, y):
         optimizer.zero_grad(set_to_none=True)
-        error = net(x) - y
-        # Operators with foo kernels only: the CPU fallback cannot be captured.
-        loss = (error * error).sum() / error.numel()
+        loss = torch.nn.functional.mse_loss(net(x), y)  # mse_loss and gelu, forward and backward, on the CPU fallback
         loss.backward()
         optimizer.step()
         return loss
@@ -69,6 +67,45 @@ def test_a_captured_training_step_matches_eager_training():
     static_y.copy_(y.to(DEVICE))
     step(model, opt, static_x, static_y)
     step(reference, ref_opt, x.to(DEVICE), y.to(DEVICE))
+    opt.zero_grad(set_to_none=True)
+    graph, static_loss = capture(lambda: step(model, opt, static_x, static_y))
+    assert {"aten::mse_loss", "aten::mse_loss_backward", "aten::gelu", "aten::gelu_backward"} <= set(
+        torch.foo.fallback_ops()
+    ), "the step exercises the captured fallback"
+    for x, y in batches[1:]:
+        static_x.copy_(x.to(DEVICE))
+        static_y.copy_(y.to(DEVICE))
+        graph.replay()
+        loss = step(reference, ref_opt, x.to(DEVICE), y.to(DEVICE))
+        assert_close(static_loss.cpu(), loss.cpu(), rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            assert_close(p.detach().cpu(), q.detach().cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_adamw_is_captured_with_capturable_true_and_refused_without():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 1)).to(DEVICE)
+    reference = copy.deepcopy(model)
+    frozen = torch.optim.AdamW(copy.deepcopy(model).parameters(), lr=0.01, capturable=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, capturable=True)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=0.01, capturable=True)
+    batches = [(torch.randn(16, 8), torch.randn(16, 1)) for _ in range(5)]
+    static_x, static_y = batches[0][0].to(DEVICE), batches[0][1].to(DEVICE)
+
+    def step(net, optimizer, x, y):
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    for optimizer, net in ((opt, model), (ref_opt, reference)):
+        step(net, optimizer, static_x, static_y)  # warm-up: the optimizers create their state
+    frozen.step()
+    graph = torch.foo.FooGraph()
+    with pytest.raises(RuntimeError, match="capturable=False cannot be captured"):
+        with torch.foo.graph(graph):
+            frozen.step()  # its step count would stay that of the capture
     opt.zero_grad(set_to_none=True)
     graph, static_loss = capture(lambda: step(model, opt, static_x, static_y))
     for x, y in batches[1:]:
@@ -213,6 +250,165 @@ def test_random_operators_cannot_be_captured():
     graph.replay()
     assert_close(y.cpu(), torch.full((4,), 2.0))
     torch.rand(10, device=DEVICE)  # outside a capture: fine
+
+
+def _layer_norm_backward_inputs(g):
+    x = torch.randn(6, 5, generator=g)
+    mean = x.mean(1, keepdim=True)
+    rstd = (x.var(1, unbiased=False, keepdim=True) + 1e-5).rsqrt()
+    return [torch.randn(6, 5, generator=g), x, mean, rstd, torch.randn(5, generator=g), torch.randn(5, generator=g)]
+
+
+def _log_probabilities(g):
+    return torch.randn(6, 5, generator=g).log_softmax(1)
+
+
+# Operators that ordinary small models run on the CPU fallback (issue 39): name -> (inputs from a
+# generator, the call, the operator fallback_ops() names).
+FALLBACK_OPERATORS = {
+    "mse_loss": (
+        lambda g: [torch.randn(8, 5, generator=g), torch.randn(8, 5, generator=g)],
+        torch.nn.functional.mse_loss,
+        "aten::mse_loss",
+    ),
+    "mse_loss_backward": (
+        lambda g: [torch.randn((), generator=g), torch.randn(8, 5, generator=g), torch.randn(8, 5, generator=g)],
+        lambda grad, a, b: torch.ops.aten.mse_loss_backward(grad, a, b, 1),
+        "aten::mse_loss_backward",
+    ),
+    "gelu": (lambda g: [torch.randn(8, 5, generator=g)], torch.nn.functional.gelu, "aten::gelu"),
+    "gelu_backward": (
+        lambda g: [torch.randn(8, 5, generator=g), torch.randn(8, 5, generator=g)],
+        torch.ops.aten.gelu_backward,
+        "aten::gelu_backward",
+    ),
+    "nll_loss": (
+        lambda g: [_log_probabilities(g), torch.randint(0, 5, (6,), generator=g)],
+        torch.nn.functional.nll_loss,
+        "aten::nll_loss_forward",
+    ),
+    "nll_loss_backward": (
+        lambda g: [
+            torch.randn((), generator=g),
+            _log_probabilities(g),
+            torch.randint(0, 5, (6,), generator=g),
+            torch.tensor(6.0),
+        ],
+        lambda grad, logp, target, total: torch.ops.aten.nll_loss_backward(grad, logp, target, None, 1, -100, total),
+        "aten::nll_loss_backward",
+    ),
+    "native_layer_norm": (
+        lambda g: [torch.randn(6, 5, generator=g), torch.randn(5, generator=g), torch.randn(5, generator=g)],
+        lambda x, w, b: torch.ops.aten.native_layer_norm(x, [5], w, b, 1e-5),
+        "aten::native_layer_norm",
+    ),
+    "native_layer_norm_backward": (
+        _layer_norm_backward_inputs,
+        lambda grad, x, mean, rstd, w, b: torch.ops.aten.native_layer_norm_backward(
+            grad, x, [5], mean, rstd, w, b, [True, True, True]
+        ),
+        "aten::native_layer_norm_backward",
+    ),
+    "mean.dim": (lambda g: [torch.randn(6, 5, generator=g)], lambda x: x.mean(dim=1), "aten::mean.dim"),
+    "abs": (lambda g: [torch.randn(6, 5, generator=g)], torch.abs, "aten::abs.out"),  # abs's generic kernel calls it
+    "sgn": (lambda g: [torch.randn(6, 5, generator=g)], torch.sgn, "aten::sgn"),
+    "index_select": (
+        lambda g: [torch.randn(6, 5, generator=g), torch.randint(0, 6, (4,), generator=g)],
+        lambda x, index: x.index_select(0, index),
+        "aten::index_select",
+    ),
+}
+
+
+def _as_tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+@pytest.mark.parametrize("name", sorted(FALLBACK_OPERATORS))
+def test_a_fallback_operator_is_captured_and_replays_with_new_values(name):
+    make, call, operator = FALLBACK_OPERATORS[name]
+    static = [t.to(DEVICE) for t in make(torch.Generator().manual_seed(0))]
+    graph, out = capture(lambda: call(*static))
+    assert operator in torch.foo.fallback_ops(), f"{operator} has a kernel: the test needs a fallback one"
+    for seed in (1, 2, 3):
+        fresh = make(torch.Generator().manual_seed(seed))
+        for s, f in zip(static, fresh, strict=True):
+            s.copy_(f.to(DEVICE))
+        graph.replay()
+        eager = call(*[f.to(DEVICE) for f in fresh])
+        for got, expected in zip(_as_tuple(out), _as_tuple(eager), strict=True):
+            assert got.shape == expected.shape and got.stride() == expected.stride()
+            assert_close(got.cpu(), expected.cpu())
+
+
+def test_captured_fallback_operators_take_views_and_write_in_place():
+    base = torch.randn(6, 8, device=DEVICE)
+    target = torch.randn(8, 6, device=DEVICE)
+
+    def work():
+        packed = base.t().abs()  # a transposed argument: staged with its strides
+        target[:, ::2].sgn_()  # in place, through a view whose elements do not fill their memory
+        return packed, base[:, 1:5].mean(dim=1)  # an offset, non-dense view: packed on the device first
+
+    graph, (packed, mean) = capture(work)
+    for _ in range(2):
+        fresh, fresh_target = torch.randn(6, 8), torch.randn(8, 6)
+        base.copy_(fresh.to(DEVICE))
+        target.copy_(fresh_target.to(DEVICE))
+        graph.replay()
+        fresh_target[:, ::2].sgn_()
+        assert_close(packed.cpu(), fresh.t().abs())
+        assert_close(mean.cpu(), fresh[:, 1:5].mean(dim=1))
+        assert_close(target.cpu(), fresh_target)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda x: torch.nonzero(x), "aten::nonzero .* depends on the values"),
+        (lambda x: torch.masked_select(x, x > 0), "aten::masked_select .* depends on the values"),
+        (lambda x: torch.unique(x), r"aten::_?unique\w* .* depends on the values"),
+        (lambda x: torch.poisson(x.abs()), "aten::poisson .* random numbers"),
+        (lambda x: torch.abs(x, out=torch.empty(3, device=DEVICE)), "aten::abs.out .* resize"),
+    ],
+)
+def test_fallback_operators_a_graph_cannot_record_raise_naming_themselves(call, message):
+    x = torch.randn(4, 5, device=DEVICE)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        with pytest.raises(RuntimeError, match=f"operator {message}"):
+            call(x)
+        y = torch.abs(x)  # the capture goes on
+    graph.replay()
+    assert_close(y.cpu(), x.cpu().abs())
+
+
+def test_a_fallback_kernel_that_fails_during_a_replay_raises_at_the_next_replay():
+    logp = torch.randn(6, 5).log_softmax(1).to(DEVICE)
+    target = torch.zeros(6, dtype=torch.long, device=DEVICE)
+    graph, loss = capture(lambda: torch.nn.functional.nll_loss(logp, target))
+    target.fill_(7)  # out of range: the CPU kernel raises on the stream's worker, where nothing can raise
+    graph.replay()
+    torch.foo.synchronize()
+    assert torch.isnan(loss.cpu()), "the result of a failed operator is NaN, not a stale value"
+    with pytest.raises(RuntimeError, match="earlier replay .* failed.* aten::nll_loss_forward .* Target 7 is out of"):
+        graph.replay()
+    target.zero_()
+    graph.replay()  # reported once: the graph runs again
+    assert_close(loss.cpu(), torch.nn.functional.nll_loss(logp.cpu(), target.cpu()))
+
+
+def test_reset_waits_for_the_replays_that_use_the_fallback_staging():
+    x = torch.randn(256, 256, device=DEVICE)
+    graph, out = capture(lambda: torch.nn.functional.gelu(x).mean(dim=0))
+    side = torch.foo.Stream()
+    for _ in range(3):
+        graph.replay()
+        with torch.foo.stream(side):  # launches of one graph never overlap
+            graph.replay()
+    graph.reset()  # frees the staging once the last launch is done, not before
+    torch.foo.synchronize()
+    assert_close(out.cpu(), torch.nn.functional.gelu(x.cpu()).mean(dim=0))
 
 
 def test_memory_returns_to_the_baseline_after_reset():

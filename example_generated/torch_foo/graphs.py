@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from . import _C
 
@@ -122,6 +123,26 @@ def graph_pool_handle() -> tuple[int, int]:
 def is_current_stream_capturing() -> bool:
     """Whether the current stream of the current device is capturing a graph."""
     return bool(_C._is_current_stream_capturing())
+
+
+def _refuse_steps_that_would_freeze(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    """Optimizer step pre-hook (every optimizer of the process): refuses a step with capturable=False
+    of foo parameters while the current stream captures. Such a step (Adam, AdamW, ...) keeps its
+    step count on the host and computes its bias corrections there, once, at capture time: every replay
+    would repeat the step of the capture, silently. torch.cuda's own check is CUDA-only."""
+    for group in optimizer.param_groups:
+        params = group["params"]
+        if group.get("capturable") is False and params and params[0].device.type == "foo":
+            if _C._is_current_stream_capturing():
+                raise RuntimeError(
+                    f"{type(optimizer).__name__}.step() with capturable=False cannot be captured in a foo "
+                    "graph: its step count lives on the host, so every replay would repeat the step of the "
+                    "capture. Create the optimizer with capturable=True"
+                )
+            return
+
+
+register_optimizer_step_pre_hook(_refuse_steps_that_would_freeze)
 
 
 __all__ = ["FooGraph", "graph", "graph_pool_handle", "is_current_stream_capturing"]

@@ -25,7 +25,6 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
-#include "../core/Graph.h"
 #include "Copy.h"
 #include "SchemaFacts.h"
 
@@ -228,11 +227,11 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
             "includes the fused recurrent cells"
           : "");
   check_same_device(op, *stack);
-  // A graph cannot record the fallback: it copies the tensors to the host and waits for the device.
-  graphs::check_not_capturing(
-      current_device(),
-      "operator " + op.schema().operator_name().name + " (it has no foo kernel: the CPU fallback runs it)",
-      "the fallback copies its tensors to the host and waits for the device");
+  // Inside a graph capture the operator is recorded instead (capture_runner): this path copies
+  // the tensors to the host and waits for the device, which a capture cannot record.
+  if (capture_runner != nullptr && capture_runner(op, stack, cpu_key)) {
+    return;
+  }
   const OpFacts& facts = facts_for(op);
   if (!facts.generators.empty()) {
     seed_cpu_generators(facts, op, stack);

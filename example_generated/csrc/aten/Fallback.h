@@ -47,6 +47,12 @@ using FallbackRunner = bool (*)(const c10::OperatorHandle& op, torch::jit::Stack
 // the kernel_families answer: the sparse operators).
 using FallbackRouting = void (*)();
 
+// Records `op` into the graph capture of the current stream and returns true, or returns false with
+// the stack untouched when no capture records on it (the graphs answer's file, which
+// sets it at static initialisation). Called before any other path, so that nothing runs eagerly
+// inside a capture.
+inline FallbackRunner capture_runner = nullptr;
+
 // What a feature adds to the fallback: either or both, null for the other. At most one runner in a
 // process, and four routings: one more makes route_ops_to_fallback() raise, when the module loads.
 struct FallbackExtension {

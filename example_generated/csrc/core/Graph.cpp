@@ -9,10 +9,21 @@
 // CUDAGraph does); replay() launches it on the current stream as one submission. reset() releases
 // everything and the pool's use. Random operators cannot be captured: their kernels take the
 // generator's seed and offset by value, which a replay would repeat (docs/graphs.md).
+//
+// Work that other layers record into a capture may own memory its host functions use at every replay
+// (the CPU fallback's pinned staging and captured arguments, csrc/aten/FallbackCapture.cpp): the
+// graph keeps it (keep_alive) until reset() and frees it once the last launch has finished, which an
+// event recorded after each launch tells. Launches of one executable graph run one at a time
+// (runtime.h), so such memory is never used by two replays at once.
 #include "Graph.h"
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <ATen/core/GraphImplInterface.h>
 #include <c10/core/DeviceGuard.h>
@@ -26,6 +37,35 @@ namespace torch_foo {
 namespace {
 
 std::atomic<int> captures_underway{0}; // graphs between capture_begin and capture_end, in this process
+
+class FooGraph;
+
+// The graphs between capture_begin and capture_end, by capture id (keep_alive finds them here).
+std::mutex& registry_mutex() {
+  static auto* mutex = new std::mutex(); // never destroyed: graphs may be reset at exit
+  return *mutex;
+}
+
+std::unordered_map<unsigned long long, FooGraph*>& capturing_graphs() { // guarded by registry_mutex()
+  static auto* graphs = new std::unordered_map<unsigned long long, FooGraph*>();
+  return *graphs;
+}
+
+// The first failure of recorded work since the last replay() (report_replay_error).
+std::mutex replay_error_mutex;
+std::string replay_error; // guarded by replay_error_mutex
+std::atomic<bool> replay_failed{false};
+
+void raise_replay_error() {
+  std::string message;
+  {
+    const std::lock_guard<std::mutex> lock(replay_error_mutex);
+    message = std::move(replay_error);
+    replay_error.clear();
+    replay_failed.store(false, std::memory_order_release);
+  }
+  TORCH_CHECK(false, "an earlier replay of a foo graph failed, and its outputs hold no valid values: ", message);
+}
 
 // Whether `stream` records into the runtime capture `capture` (the filter of its pool route).
 bool captures_into(c10::Stream stream, unsigned long long capture) {
@@ -84,7 +124,16 @@ class FooGraph final : public at::GraphImplInterface {
     }
     holds_pool_ = true;
     capturing_ = true;
+    {
+      const std::lock_guard<std::mutex> lock(registry_mutex());
+      capturing_graphs()[capture_id_] = this;
+    }
     captures_underway.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  // keep_alive (Graph.h) for the capture this graph records.
+  void keep(std::shared_ptr<void> data) {
+    kept_.push_back(std::move(data));
   }
 
   void capture_end() override {
@@ -97,9 +146,11 @@ class FooGraph final : public at::GraphImplInterface {
     const fooError_t error = fooStreamEndCapture(native_stream(stream), &graph);
     const std::string message = error == fooSuccess ? "" : fooGetLastErrorMessage();
     end_allocate_to_pool(capture_id_);
-    capturing_ = false;
-    captures_underway.fetch_sub(1, std::memory_order_acq_rel);
+    forget_capture();
     const char* what = fooGetErrorString(error);
+    if (error != fooSuccess) {
+      kept_.clear(); // nothing recorded ever runs
+    }
     TORCH_CHECK(error == fooSuccess, "foo graph capture failed: ", what, ": ", message);
     graph_ = graph;
     if (!keep_graph_) {
@@ -125,8 +176,15 @@ class FooGraph final : public at::GraphImplInterface {
     if (exec_ == nullptr) {
       instantiate();
     }
+    if (C10_UNLIKELY(replay_failed.load(std::memory_order_acquire))) {
+      raise_replay_error();
+    }
     const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device_));
-    FOO_CHECK(fooGraphLaunch(exec_, current_stream_on(device_)));
+    fooStream_t stream = current_stream_on(device_);
+    FOO_CHECK(fooGraphLaunch(exec_, stream));
+    if (!kept_.empty()) { // reset() frees what the launches use once the last one has finished
+      record_launch(stream);
+    }
   }
 
   void reset() override {
@@ -137,8 +195,7 @@ class FooGraph final : public at::GraphImplInterface {
         (void)fooGraphDestroy(graph);
       }
       end_allocate_to_pool(capture_id_);
-      capturing_ = false;
-      captures_underway.fetch_sub(1, std::memory_order_acq_rel);
+      forget_capture();
     }
     if (graph_ != nullptr) {
       FOO_CHECK(fooGraphDestroy(graph_));
@@ -148,6 +205,17 @@ class FooGraph final : public at::GraphImplInterface {
       FOO_CHECK(fooGraphExecDestroy(exec_)); // launches still pending finish first
       exec_ = nullptr;
     }
+    // The last launch on each stream may still use what the graph keeps: wait for them all (launches
+    // on two streams run one at a time, but in no set order).
+    fooError_t waited = fooSuccess;
+    for (const auto& [stream, event] : launched_) {
+      const fooError_t error = fooEventSynchronize(event);
+      waited = waited == fooSuccess ? error : waited;
+      (void)fooEventDestroy(event);
+    }
+    launched_.clear();
+    FOO_CHECK(waited);
+    kept_.clear();
     if (holds_pool_) {
       release_pool(pool_);
       holds_pool_ = false;
@@ -170,6 +238,27 @@ class FooGraph final : public at::GraphImplInterface {
   }
 
  private:
+  // Records the end of a launch on `stream`, which reset() waits for: one event per stream launched on.
+  void record_launch(fooStream_t stream) {
+    auto found = std::find_if(launched_.begin(), launched_.end(), [&](const auto& l) { return l.first == stream; });
+    if (found == launched_.end()) {
+      fooEvent_t event = nullptr;
+      FOO_CHECK(fooEventCreate(&event));
+      launched_.emplace_back(stream, event);
+      found = launched_.end() - 1;
+    }
+    FOO_CHECK(fooEventRecord(found->second, stream));
+  }
+
+  void forget_capture() {
+    {
+      const std::lock_guard<std::mutex> lock(registry_mutex());
+      capturing_graphs().erase(capture_id_);
+    }
+    capturing_ = false;
+    captures_underway.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
   const bool keep_graph_;
   bool debug_ = false;
   bool capturing_ = false;
@@ -180,6 +269,9 @@ class FooGraph final : public at::GraphImplInterface {
   c10::MempoolId_t pool_{0, 0};
   fooGraph_t graph_ = nullptr;
   fooGraphExec_t exec_ = nullptr;
+  std::vector<std::shared_ptr<void>> kept_; // what recorded host functions use (keep_alive)
+  // Recorded after each launch on each stream while kept_ holds anything.
+  std::vector<std::pair<fooStream_t, fooEvent_t>> launched_;
 };
 
 // graphs::check_not_capturing (Graph.h), installed while the extension loads.
@@ -196,6 +288,39 @@ void check_not_capturing(c10::DeviceIndex device, const std::string& what, const
 [[maybe_unused]] const bool installed = (graphs::not_capturing_check = &check_not_capturing, true);
 
 } // namespace
+
+namespace graphs {
+
+bool capturing_on(c10::DeviceIndex device, unsigned long long* capture) {
+  if (captures_underway.load(std::memory_order_acquire) == 0) {
+    return false;
+  }
+  const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  fooStreamCaptureStatus status = fooStreamCaptureStatusNone;
+  FOO_CHECK(fooStreamGetCaptureInfo(current_stream_on(device), &status, capture));
+  return status != fooStreamCaptureStatusNone;
+}
+
+void keep_alive(unsigned long long capture, std::shared_ptr<void> data) {
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  const auto found = capturing_graphs().find(capture);
+  TORCH_CHECK(
+      found != capturing_graphs().end(),
+      "stream capture ",
+      capture,
+      " belongs to no foo graph of this process (capture with torch.foo.graph or torch.accelerator.Graph)");
+  found->second->keep(std::move(data));
+}
+
+void report_replay_error(std::string message) {
+  const std::lock_guard<std::mutex> lock(replay_error_mutex);
+  if (!replay_failed.load(std::memory_order_relaxed)) {
+    replay_error = std::move(message);
+    replay_failed.store(true, std::memory_order_release);
+  }
+}
+
+} // namespace graphs
 } // namespace torch_foo
 
 // The key PyTorch looks the implementation up by: c10::DeviceTypeName(PrivateUse1, false), the

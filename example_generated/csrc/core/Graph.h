@@ -4,6 +4,7 @@
 // the load of a null pointer.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <c10/core/Device.h>
@@ -24,5 +25,23 @@ inline void check_not_capturing(c10::DeviceIndex device, const std::string& what
     not_capturing_check(device, what, why);
   }
 }
+
+// ---- work recorded by other layers (defined with graph capture only) -----------------------------
+// The CPU fallback records an operator into a capture with these (the graphs answer).
+
+// True if the current stream of `device` captures, with the capture's id in *capture (the runtime's
+// fooStreamGetCaptureInfo). While no graph captures, an atomic load.
+bool capturing_on(c10::DeviceIndex device, unsigned long long* capture);
+
+// Keeps `data` alive as long as the graph capturing `capture` may run: until the graph is reset (or
+// destroyed) and the last launch of its executable graphs has finished. Host functions recorded into
+// the capture may read and write it at every replay; it is freed on the thread that resets the graph,
+// never on a stream's worker. Raises if no graph of this process records `capture`.
+void keep_alive(unsigned long long capture, std::shared_ptr<void> data);
+
+// Records the failure of recorded work that ran on a stream's worker (a captured fallback operator
+// whose CPU kernel raised during a replay), where nothing can raise: the next replay() of a graph
+// raises it. Only the first failure is kept until then.
+void report_replay_error(std::string message);
 
 } // namespace torch_foo::graphs

@@ -443,6 +443,9 @@ FOO_API fooError_t fooGraphGetNodeCount(fooGraph_t graph, size_t* count);
 // An executable copy of `graph`: the graph may be destroyed afterwards.
 FOO_API fooError_t fooGraphInstantiate(fooGraphExec_t* exec, fooGraph_t graph);
 // Runs the graph's work on `stream` after the work already enqueued there, as one submission.
+// Launches of one executable graph never run at the same time, whatever streams they are launched
+// on: one waits until the other has finished (as on CUDA), so that the graph's host functions may
+// keep state between replays (the CPU fallback's staging buffers).
 FOO_API fooError_t fooGraphLaunch(fooGraphExec_t exec, fooStream_t stream);
 FOO_API fooError_t fooGraphDestroy(fooGraph_t graph);
 // Returns at once; pending launches still run.

@@ -93,10 +93,13 @@ struct Task {
 // An executable graph: tasks that run one after the other as ONE task of a stream (Kind::Graph),
 // so that a launch costs the host one enqueue whatever its size; driver::graph_instantiate()
 // makes them from a captured graph. Reference counted: its handle and each pending launch hold one.
+// Launches run one at a time (runtime.h): a launch on another stream waits for `running` while one
+// runs, since host functions of the graph may keep state between replays (the CPU fallback's staging).
 struct GraphExec {
   int device = 0;
   std::atomic<int> refs{1};
   std::vector<Task> nodes;
+  mutable std::mutex running;
 };
 
 // The stream whose worker is the calling thread (null on host threads).

@@ -289,6 +289,7 @@ void discard(Task& task) {
 }
 
 bool run_graph(Stream* s, const GraphExec* exec) {
+  const std::lock_guard<std::mutex> one_launch_at_a_time(exec->running);
   for (const Task& task : exec->nodes) {
     if (!run_work(s, task)) {
       return false; // the stream holds the failure; the rest of the graph does not run
