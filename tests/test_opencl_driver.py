@@ -126,43 +126,64 @@ class TestOpenCLDriver:
         }, outcomes
 
 
-# The generated suite's files that exercise the driver through PyTorch: devices and their module,
-# tensors and copies in every direction, streams and events, the caching and pinned allocators,
-# several devices, random numbers, the operators and training against the CPU. Their not-slow tests
-# take about 35 s on two PoCL devices in one process with a warm kernel cache (the build before them
-# 1 to 4 minutes); the whole not-slow suite takes about 2.5 minutes with two workers, most of the rest
-# the package's Python side, which runs the same on every driver, and tests/test_runtime.py's
-# conformance programs (about 80 s), which TestOpenCLDriver runs above.
-DRIVER_TESTS = [
-    "tests/test_device.py",
-    "tests/test_tensors.py",
-    "tests/test_copy.py",
-    "tests/test_streams.py",
-    "tests/test_events.py",
-    "tests/test_allocator.py",
-    "tests/test_pinned_memory.py",
-    "tests/test_multi_device.py",
-    "tests/test_random.py",
-    "tests/test_ops.py",
-    "tests/test_training.py",
+# The answers of the OpenCL variant whose whole generated suite `make test` runs
+# (TestOpenCLBackend): every feature that renders with driver=opencl. native_operators, custom_op and
+# kernel_families are off while the OpenCL operator library lacks their kernels (copier refuses them:
+# test_an_opencl_render_refuses_the_features_whose_kernels_the_opencl_library_lacks); when it has
+# them, turn them on here. compile stays off until Inductor emits OpenCL C.
+OPENCL_SUITE_ANSWERS = {
+    "preset": "custom",
+    "driver": "opencl",
+    "distributed": True,
+    "profiler": True,
+    "graphs": True,
+    "backend_meta": True,
+    "opinfo_tests": True,
+    "benchmarks": True,
+    "native_operators": False,
+    "custom_op": False,
+    "kernel_families": False,
+    "compile": False,
+}
+
+# What TestOpenCLBackend leaves out of the generated suite to keep `make test` within its budget,
+# with why. Each either runs elsewhere in `make test` or does not depend on the driver:
+SUITE_EXCLUDED = [
+    # The driver's conformance programs under ctest and run alone (about 80 s warm, minutes with
+    # PoCL's kernel cache cold): TestOpenCLDriver builds and runs the same programs, registered by the
+    # same tests/runtime/CMakeLists.txt, on one and two devices.
+    "tests/test_runtime.py",
+    # An extension built under one torch and loaded under another, and import errors: the package's
+    # loader (torch_foo/_version.py), the same Python on every driver (about 35 s).
+    "tests/test_torch_version.py",
+    # The benchmark report's sections and plots: matplotlib and the report's Python, the same on every
+    # driver (about 20 s); the benchmarks' measurements run in test_benchmarks-free renders too.
+    "tests/test_benchmark_report.py",
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.backend("foo", preset="minimal", driver="opencl")
-class TestMinimalOpenCLBackend:
-    """The minimal render with driver=opencl builds as a Python extension and passes the generated
-    suite's driver tests (DRIVER_TESTS) on two PoCL devices, so that the multi-device tests run."""
+@pytest.mark.backend("foo", **OPENCL_SUITE_ANSWERS)
+class TestOpenCLBackend:
+    """The render with driver=opencl and every feature it allows (OPENCL_SUITE_ANSWERS) builds as a
+    Python extension and passes the generated suite's not-slow tests, but SUITE_EXCLUDED, on two PoCL
+    devices with two workers: distributed training over Gloo's staging, the profiler's device
+    timeline, graphs, the OpInfo tests and the fallback sweep on the OpenCL driver. What the suite
+    skips there is the emulated device's own mechanisms (emulated_driver) and what the machine lacks."""
 
-    def test_the_driver_tests_pass_on_two_devices(self, render, monkeypatch):
+    def test_the_suite_passes_on_two_devices(self, render, monkeypatch):
         require_opencl()
-        root = render("foo", preset="minimal", driver="opencl")
+        root = render("foo", **OPENCL_SUITE_ANSWERS)
         project.build(root, jobs=2)
         monkeypatch.setenv("POCL_DEVICES", "pthread pthread")
         monkeypatch.setenv("FOO_OPENCL_DEVICES", "cpu")  # PoCL's, where a GPU would come first
-        code = project.run_tests(root, "-m", "not slow", *DRIVER_TESTS)
+        excluded = [f"--ignore={path}" for path in SUITE_EXCLUDED]
+        code = project.run_tests(root, "-m", "not slow", "-n", "2", *excluded)
         assert code == 0, project.failure_summary(root)
         cases = list(ElementTree.parse(root / project.RESULTS_FILE).getroot().iter("testcase"))
-        skipped = [case.get("name") for case in cases if case.find("skipped") is not None]
-        multi_device = [case for case in cases if case.get("classname", "").endswith("test_multi_device")]
-        assert multi_device and not any(case.find("skipped") is not None for case in multi_device), skipped
+        # The module of each test that ran (JUnit's classname: tests.<module>, or tests.<module>.<class>).
+        ran = {case.get("classname", "").split(".")[1] for case in cases if case.find("skipped") is None}
+        for module in ("test_multi_device", "test_distributed", "test_profiler", "test_graphs", "test_opinfo"):
+            assert module in ran, f"no test of {module} ran"
+        reasons = [skip.get("message", "") for case in cases for skip in case.iter("skipped")]
+        assert not [reason for reason in reasons if "needs two foo devices" in reason], reasons
