@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from numerics import DRIVER
 
 import torch_foo
 from torch_foo import _version
@@ -282,6 +283,9 @@ def test_peer_access_is_a_driver_query():
         torch.foo.can_device_access_peer(0, count)
 
 
+# The emulated device measures its own work and has no temperature, power or clock sensor; an OpenCL
+# device reports no sensor at all (OpenCL has no query for them).
+@pytest.mark.emulated_driver("sensors: utilisation measured over its own kernels")
 def test_utilization_measures_kernels_over_the_window_since_the_last_call():
     torch.foo.utilization(0)  # starts a window
     torch.foo._sleep(200_000)
@@ -291,6 +295,7 @@ def test_utilization_measures_kernels_over_the_window_since_the_last_call():
     assert torch.foo.utilization(0) <= 50
 
 
+@pytest.mark.emulated_driver("sensors: memory bandwidth use measured over its own copies")
 def test_memory_usage_measures_copies():
     x = torch.ones(64 * MiB, dtype=torch.uint8, device="foo")
     torch.foo.memory_usage()  # starts a window
@@ -299,6 +304,7 @@ def test_memory_usage_measures_copies():
     assert 0 < torch.foo.memory_usage() <= 100
 
 
+@pytest.mark.emulated_driver("sensors: the ones it lacks")
 def test_sensors_the_emulated_device_lacks_raise_clearly():
     for function, sensor in (
         (torch.foo.temperature, "temperature sensor"),
@@ -306,6 +312,19 @@ def test_sensors_the_emulated_device_lacks_raise_clearly():
         (torch.foo.clock_rate, "clock"),
     ):
         with pytest.raises(RuntimeError, match=sensor):
+            function()
+
+
+@pytest.mark.skipif(DRIVER != "opencl", reason="the OpenCL driver's sensors")
+def test_an_opencl_device_has_no_sensors_and_says_so():
+    for function in (
+        torch.foo.utilization,
+        torch.foo.memory_usage,
+        torch.foo.temperature,
+        torch.foo.power_draw,
+        torch.foo.clock_rate,
+    ):
+        with pytest.raises(RuntimeError, match="OpenCL devices report no utilisation, temperature, power or clock"):
             function()
 
 

@@ -37,6 +37,7 @@ def setup(timeout: float) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_ranks_that_disagree_fail_on_every_rank(run_ranks):
     """Each disagreement in a fresh group: after a failure a group refuses further collectives."""
     run_ranks(
@@ -86,6 +87,7 @@ def disagree_after(pattern, n):
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_ranks_that_disagree_after_repeating_their_calls(run_ranks):
     """By default only calls the calls before do not predict are compared across ranks. Ranks that
     both leave the pattern are compared and told the difference at once; where one rank repeats the
@@ -106,6 +108,7 @@ def test_ranks_that_disagree_after_repeating_their_calls(run_ranks):
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_checking_every_call_names_any_disagreement(run_ranks):
     """FOO_CCL_CHECK_CALLS=all compares every collective, predicted or not."""
     run_ranks(
@@ -138,6 +141,7 @@ def test_the_check_setting_is_validated(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_a_tensor_on_another_device_is_refused(run_ranks):
     results = run_ranks(
         setup(5),
@@ -160,6 +164,7 @@ def test_a_tensor_on_another_device_is_refused(run_ranks):
     assert "timed out after" in results[1].stdout
 
 
+@pytest.mark.two_devices
 def test_unsupported_calls_raise(run_ranks):
     run_ranks(
         setup(60),
@@ -183,6 +188,7 @@ def test_unsupported_calls_raise(run_ranks):
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_a_peer_that_exits_mid_collective(run_ranks):
     results = run_ranks(
         setup(30),
@@ -203,6 +209,7 @@ def test_a_peer_that_exits_mid_collective(run_ranks):
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_a_collective_that_times_out(run_ranks):
     results = run_ranks(
         setup(3),
@@ -224,6 +231,7 @@ def test_a_collective_that_times_out(run_ranks):
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_wait_with_a_timeout(run_ranks):
     run_ranks(
         setup(60),

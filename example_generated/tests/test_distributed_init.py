@@ -169,6 +169,7 @@ def assert_every_cell_works(table: dict, expected_forms: list, results) -> None:
 @pytest.mark.parametrize(
     "form", [pytest.param(form, marks=() if form == "no backend" else pytest.mark.slow) for form in FORMS]
 )
+@pytest.mark.two_devices
 def test_every_rendezvous_with_every_consumer(run_ranks, form, tmp_path):
     """env:// (the MASTER_ADDR/MASTER_PORT variables torchrun sets), file:// and tcp:// with one
     backend form, each followed by every consumer."""
@@ -188,6 +189,7 @@ def test_every_rendezvous_with_every_consumer(run_ranks, form, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.two_devices
 def test_torchrun_with_the_tutorial_form(tmp_path):
     """`torchrun --nproc-per-node 2 script.py` whose script calls init_process_group() with no
     argument, as most tutorials do, then uses every consumer."""

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-# Minutes of training in several processes: `pytest -m "not slow"` leaves them out while iterating.
-pytestmark = pytest.mark.slow
+# Minutes of training in several processes: `pytest -m "not slow"` leaves them out while iterating. Each
+# rank has a device of its own.
+pytestmark = [pytest.mark.slow, pytest.mark.two_devices]
 
 TRAIN = """
 import copy

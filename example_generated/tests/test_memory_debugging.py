@@ -27,7 +27,7 @@ def frames_name(frames: list[dict], name: str) -> bool:
     return any(f["name"] == name and f["filename"] == __file__ and f["line"] > 0 for f in frames)
 
 
-@pytest.mark.parametrize("index", [0, 1])
+@pytest.mark.parametrize("index", [0, pytest.param(1, marks=pytest.mark.two_devices)])
 def test_snapshot_shows_blocks_with_the_stack_that_allocated_them(history, index):
     torch.foo.empty_cache()  # the allocation below takes a new segment
     x = allocate_for_the_snapshot(3 * MiB + 5, f"{DEVICE}:{index}")

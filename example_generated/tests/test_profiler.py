@@ -4,6 +4,7 @@ csrc/runtime/tracing.h)."""
 
 import json
 
+import pytest
 import torch
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
@@ -53,6 +54,35 @@ def test_trace_shows_kernels_and_copies_on_stream_tracks_linked_to_operators(tmp
     assert any(e["name"] == "thread_name" and "(default)" in e["args"]["name"] for e in names)
 
 
+def test_kernel_times_lie_inside_the_step_that_ran_them(tmp_path):
+    """Kernel records carry the times the driver gives them (a real device's profiling clock, mapped
+    onto the host's): each kernel starts after the operator that launched it, lasts a positive time and
+    ends within the profiler step that launched it and waited for it."""
+    a = torch.randn(256, 256, device=DEVICE)
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
+    traces = []  # the events of the active steps, exported when they end
+    with profile(
+        activities=ACTIVITIES, schedule=schedule, on_trace_ready=lambda p: traces.append(exported_events(p, tmp_path))
+    ) as prof:
+        for _ in range(3):
+            result = (a * 2 + 1) * a
+            torch.foo.synchronize()
+            prof.step()
+    del result
+    (events,) = traces
+    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    operators = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op" and "External id" in e["args"]}
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert len(steps) == 2 and len(kernels) == 2 * 3, (steps, kernels)
+    for kernel in kernels:
+        start, end = kernel["ts"], kernel["ts"] + kernel["dur"]
+        assert kernel["dur"] > 0
+        assert operators[kernel["args"]["External id"]]["ts"] <= start
+        inside = [step for step in steps if step["ts"] <= start and end <= step["ts"] + step["dur"]]
+        assert len(inside) == 1, f"kernel {kernel} lies in no step of {steps}"
+
+
+@pytest.mark.two_devices
 def test_work_on_the_second_device_and_a_side_stream_gets_its_own_tracks(tmp_path):
     stream = torch.foo.Stream(device=1)
     x = torch.ones(1000, device=f"{DEVICE}:1")

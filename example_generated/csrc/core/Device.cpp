@@ -23,7 +23,7 @@ void check_device_index(int64_t index) {
       static_cast<int>(count),
       " foo device(s), so valid indices are 0 to ",
       static_cast<int>(count) - 1,
-      " (FOO_DEVICE_COUNT sets how many are emulated).");
+      " (FOO_DEVICE_COUNT sets how many, up to what the driver has).");
 }
 
 c10::DeviceIndex current_device() {
