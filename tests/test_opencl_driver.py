@@ -77,7 +77,15 @@ def test_an_opencl_render_refuses_the_features_whose_kernels_the_opencl_library_
     assert "--data compile=false" in message, message
     assert "compile: Inductor does not emit OpenCL C yet" in message
     # no kernels of their own, or kernels the OpenCL library has
-    for feature in ("native_operators", "custom_op", "kernel_families", "distributed", "profiler", "graphs", "backend_meta"):
+    for feature in (
+        "native_operators",
+        "custom_op",
+        "kernel_families",
+        "distributed",
+        "profiler",
+        "graphs",
+        "backend_meta",
+    ):
         assert feature not in message, message
     with pytest.raises(
         ValueError, match=r"cannot render with compile on \(compile: Inductor does not emit OpenCL C yet\)"
