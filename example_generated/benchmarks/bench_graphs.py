@@ -7,14 +7,23 @@ wait for the device. On the device it runs eagerly (N launches through PyTorch's
 runtime) and as a replay of a FooGraph captured once (one fooGraphLaunch submission
 that runs the N kernels in order on the stream); on the CPU it runs eagerly. Every figure is a
 median over interleaved rounds; the ratios compare times taken under the same machine load.
+
+A second table times a whole training step of the GPT-2 style model of tests/models.py (forward,
+cross-entropy, backward, AdamW with capturable=True) eagerly on the device and as the replay of its
+captured graph, side by side (issue 39's goal: the replay at most 0.6x the eager step).
 """
 
+import copy
 import sys
+from pathlib import Path
 
 import torch
 from common import compare, fmt_time, print_setup, print_table, set_quick
 
 import torch_foo  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from models import MODELS, to_device  # noqa: E402
 
 DEVICE = "foo"
 
@@ -65,6 +74,52 @@ def graph_rows(ops: int, numel: int) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def training_step_rows() -> list[tuple[str, str, str]]:
+    """The decoder-lm training step, eager against the replay of its capture, on the same batch."""
+    sync = torch.foo.synchronize
+    spec = MODELS["decoder-lm"]
+    torch.manual_seed(0)
+    eager_model = spec.build().to(DEVICE)
+    graphed_model = copy.deepcopy(eager_model)
+    batch = to_device(spec.batches(1)[0], DEVICE)
+
+    def make(model):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, capturable=True)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            loss = spec.loss(model, batch)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        step()  # warm-up: the optimizer creates its state
+        return optimizer, step
+
+    _, eager_step = make(eager_model)
+    graphed_optimizer, graphed_step = make(graphed_model)
+    graphed_optimizer.zero_grad(set_to_none=True)
+    graph = torch.foo.FooGraph()
+    with torch.foo.graph(graph):
+        graphed_step()
+
+    def eager():
+        eager_step()
+        sync()
+
+    def replay():
+        graph.replay()
+        sync()
+
+    eager_time, replay_time, ratio = compare(eager, replay)
+    graph.reset()
+    label = "decoder-lm training step (AdamW)"
+    return [
+        (f"{label}: {DEVICE} eager", fmt_time(eager_time), ""),
+        (f"{label}: {DEVICE} replay", fmt_time(replay_time), f"{ratio:.2f}x"),
+    ]
+
+
 def main() -> None:
     if "--quick" in sys.argv:
         set_quick()
@@ -76,6 +131,11 @@ def main() -> None:
         "Graph replay against eager launches (speed-ups of the replay: higher is better)",
         rows,
         ("step", "time per step", "vs device eager", "vs cpu eager"),
+    )
+    print_table(
+        "A whole training step captured, against the same step eagerly (replay / eager: lower is better)",
+        training_step_rows(),
+        ("step", "time per step", "replay / eager"),
     )
 
 

@@ -60,11 +60,12 @@ def assert_matches_cpu(
     elementary float operation per element; `division`: that operation is a division), else within
     FLOAT_TOLERANCE. Given `reference` (the same computation in float64 on the CPU), an element
     outside FLOAT_TOLERANCE still passes if it is as accurate as the CPU's: its error against the
-    reference at most twice the CPU's plus two units in the last place of the dtype. (A 16-bit result computed in float and rounded once can
-    land one unit away from the CPU's; where the result is a difference of larger terms, as
-    log-softmax's largest element or a gradient, that unit is large against the result, which only
-    the reference tells from a wrong one.) `cpu_reference` is the float64 value the CPU's result
-    approximates where it is not the device's: a gradient computed from each side's own forward
+    reference at most twice the CPU's plus two units in the last place of the dtype. (A 16-bit
+    result computed in float and rounded once can land one unit away from the CPU's; where the
+    result is a difference of larger terms, as log-softmax's largest element or a gradient, that
+    unit is large against the result, which only the reference tells from a wrong one.)
+    `cpu_reference` is the float64 value the CPU's result approximates where it is not the
+    device's: a gradient computed from each side's own forward
     output."""
     actual = actual.cpu()
     exact_elementary = EXACT_ELEMENTARY and (EXACT_DIVISION or not division)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from numerics import DRIVER
 from torch.testing import assert_close
+from torch.utils._pytree import tree_leaves
 
 DEVICE = "foo"
 NOT_PERMITTED = "not permitted while a stream captures"
@@ -117,6 +118,116 @@ def test_adamw_is_captured_with_capturable_true_and_refused_without():
         assert_close(static_loss.cpu(), loss.cpu(), rtol=1e-5, atol=1e-6)
         for p, q in zip(model.parameters(), reference.parameters(), strict=True):
             assert_close(p.detach().cpu(), q.detach().cpu(), rtol=1e-5, atol=1e-6)
+
+
+# The tolerances of tests/test_training.py.
+TRAINING_TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def _graphed_and_eager_steps(name, make_optimizer, steps=5):
+    """Captures a whole training step of models.MODELS[name] (forward, loss, backward, optimizer step),
+    replays it on the batches after the first, each copied into the static inputs, and runs the same
+    steps eagerly on a copy of the model: the losses, parameters and buffers must agree at every step.
+    The models use no dropout: random operators cannot be captured (docs/graphs.md, Random numbers)."""
+    from models import MODELS, to_device
+
+    spec = MODELS[name]
+    torch.manual_seed(0)
+    model = spec.build().to(DEVICE)
+    reference = copy.deepcopy(model)
+    opt, ref_opt = make_optimizer(model), make_optimizer(reference)
+    batches = spec.batches(steps + 1)
+    static_batch = to_device(batches[0], DEVICE)
+
+    def step(net, optimizer, batch):
+        optimizer.zero_grad(set_to_none=True)
+        loss = spec.loss(net, batch)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    # Warm-up outside the capture, both models alike: the optimizers create their state here.
+    step(model, opt, static_batch)
+    step(reference, ref_opt, to_device(batches[0], DEVICE))
+    opt.zero_grad(set_to_none=True)
+    graph, static_loss = capture(lambda: step(model, opt, static_batch))
+    parameters = [p.data_ptr() for p in model.parameters()]
+    for batch in batches[1:]:
+        for static, fresh in zip(tree_leaves(static_batch), tree_leaves(batch), strict=True):
+            static.copy_(fresh.to(DEVICE))
+        graph.replay()
+        loss = step(reference, ref_opt, to_device(batch, DEVICE))
+        assert_close(static_loss.cpu(), loss.cpu(), **TRAINING_TOL)
+        for (pname, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+            assert_close(p.detach().cpu(), q.detach().cpu(), **TRAINING_TOL, msg=pname)
+        for (bname, b), c in zip(model.named_buffers(), reference.buffers(), strict=True):
+            assert_close(b.cpu(), c.cpu(), **TRAINING_TOL, msg=bname)  # batch-norm running statistics
+    assert [p.data_ptr() for p in model.parameters()] == parameters, "the replays update the parameters in place"
+    return model
+
+
+def test_a_transformer_training_step_with_adamw_is_captured_whole():
+    # models.DecoderLM (GPT-2 style: embedding, attention, RMSNorm, tied output), cross-entropy and
+    # AdamW with its step count on the device.
+    _graphed_and_eager_steps(
+        "decoder-lm", lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, capturable=True)
+    )
+
+
+def test_a_cnn_training_step_with_batch_norm_is_captured_whole():
+    model = _graphed_and_eager_steps("convnet-bn", lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9))
+    assert int(model[1].num_batches_tracked) == 1 + 5, "each replay counts its batch"
+
+
+def test_make_graphed_callables_of_a_module_and_a_function_match_eager():
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to(DEVICE)
+    reference = copy.deepcopy(module)
+
+    def head(h, w):
+        return (h * w).tanh().sum(dim=1), h.abs()
+
+    sample_x = torch.randn(6, 8, device=DEVICE, requires_grad=True)
+    sample_w = torch.randn(6, 4, device=DEVICE, requires_grad=True)
+    sample_h = torch.randn(6, 4, device=DEVICE, requires_grad=True)
+    samples = ((sample_x,), (sample_h, sample_w))
+    graphed_module, graphed_head = torch.foo.make_graphed_callables((module, head), samples)
+    assert graphed_module is module
+    for _ in range(3):
+        # As with torch.cuda: a replay's parameter gradients live in the graph's memory until the next
+        # replay, so gradients are set to None between iterations (what zero_grad() does by default).
+        module.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+        x = torch.randn(6, 8, device=DEVICE, requires_grad=True)
+        w = torch.randn(6, 4, device=DEVICE, requires_grad=True)
+        x_ref, w_ref = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        out, aux = graphed_head(graphed_module(x), w)
+        ref_out, ref_aux = head(reference(x_ref), w_ref)
+        assert_close(out, ref_out, **TRAINING_TOL)
+        assert_close(aux, ref_aux, **TRAINING_TOL)
+        (out.square().sum() + aux.sum()).backward()
+        (ref_out.square().sum() + ref_aux.sum()).backward()
+        assert_close(x.grad, x_ref.grad, **TRAINING_TOL)
+        assert_close(w.grad, w_ref.grad, **TRAINING_TOL)
+        for (name, p), q in zip(module.named_parameters(), reference.parameters(), strict=True):
+            assert_close(p.grad, q.grad, **TRAINING_TOL, msg=name)
+    module.eval()  # not the state it was graphed in: the module's own forward runs
+    assert_close(module(x), reference(x))
+
+
+def test_make_graphed_callables_refuses_what_it_cannot_replay():
+    make_graphed = torch.foo.make_graphed_callables
+    module = torch.nn.Linear(4, 4).to(DEVICE)
+    module.register_forward_hook(lambda *args: None)
+    with pytest.raises(ValueError, match="no hooks"):
+        make_graphed(module, (torch.randn(2, 4, device=DEVICE),))
+    with pytest.raises(TypeError, match=f"{DEVICE} tensors"):
+        make_graphed(torch.nn.Linear(4, 4).to(DEVICE), (torch.randn(2, 4),))
+    with pytest.raises(ValueError, match="enable_annotations"):
+        make_graphed(torch.relu, (torch.randn(2, device=DEVICE),), enable_annotations=True)
+    graphed = make_graphed(torch.relu, (torch.randn(2, device=DEVICE),))
+    with pytest.raises(ValueError, match="captured for"):
+        graphed(torch.randn(3, device=DEVICE))
 
 
 def test_two_graphs_share_a_pool_and_snapshots_show_it():
@@ -318,6 +429,12 @@ FALLBACK_OPERATORS = {
         lambda g: [torch.randn(6, 5, generator=g), torch.randint(0, 6, (4,), generator=g)],
         lambda x, index: x.index_select(0, index),
         "aten::index_select",
+    ),
+    # A list it only reads (rotary embeddings of tests/models.py): each element staged, views packed first.
+    "cat": (
+        lambda g: [torch.randn(6, 5, generator=g), torch.randn(5, 6, generator=g)],
+        lambda a, b: torch.cat([a, b.t(), a[::2]]),
+        "aten::cat",
     ),
 }
 

@@ -72,6 +72,7 @@ from .graphs import (  # noqa: E402
     graph,
     graph_pool_handle,
     is_current_stream_capturing,
+    make_graphed_callables,
 )
 from .memory import (  # noqa: E402
     caching_allocator_alloc,
@@ -223,6 +224,7 @@ __all__ = [
     "graph",
     "graph_pool_handle",
     "is_current_stream_capturing",
+    "make_graphed_callables",
     "get_allocator_backend",
     "get_amp_supported_dtype",
     "get_device_capability",

@@ -14,10 +14,6 @@ NOT_YET = "not yet"
 NOT_PROVIDED: dict[str, tuple[str, str]] = {
     # Graph capture and replay, and the memory pools graphs allocate from.
     "CUDAGraph": (GRAPHS, "CUDA's name: the class here is <Name>Graph (graphs.py), a torch.accelerator.Graph"),
-    "make_graphed_callables": (
-        GRAPHS,
-        "captures modules and functions as graphs; torch's implementation calls torch.cuda directly (docs/graphs.md)",
-    ),
     "MemPool": (GRAPHS, "memory pools of the caching allocator, which graph capture also allocates from"),
     "use_mem_pool": (GRAPHS, "routes allocations to a MemPool"),
     "export_dot": (GRAPHS, "a capture-end hook that writes a captured graph as Graphviz DOT"),

@@ -234,11 +234,11 @@ void record(
   if (op.hasTag(at::Tag::dynamic_output_shape)) {
     refuse(name, "the shape of its result depends on the values of its inputs, which a capture does not know");
   }
-  if (!facts.direct) {
+  if (!facts.direct && !facts.direct_but_read_lists) {
     refuse(
         name,
-        "only operators whose tensor arguments are single tensors and whose results are new tensors or written "
-        "arguments can be recorded (not tensor lists, Device arguments or views)");
+        "only operators whose tensor arguments are single tensors or lists it only reads, and whose results are "
+        "new tensors or written arguments, can be recorded (not written tensor lists, Device arguments or views)");
   }
   for (const int r : facts.returns) {
     if (r == kNoTensor) {
@@ -276,6 +276,20 @@ void record(
       meta_written[t] = m;
     }
     value = c10::IValue(std::move(m));
+  }
+  for (const size_t position : facts.read_lists) {
+    c10::IValue& value = meta[position];
+    c10::List<at::Tensor> metas;
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      if (tensor.layout() != c10::kStrided) {
+        refuse(name, "only strided tensors can be staged, not " + c10::str(tensor.layout()));
+      }
+      if (!tensor.is_cpu() && tensor.device() != device) {
+        refuse(name, "its tensors must be on the capturing device " + device.str() + ", not " + tensor.device().str());
+      }
+      metas.push_back(meta_like(tensor));
+    }
+    value = c10::IValue(std::move(metas));
   }
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
@@ -346,6 +360,24 @@ void record(
       recorded->written.push_back(s.host);
     }
     value = c10::IValue(std::move(host));
+  }
+
+  // The elements of read-only lists: staged like single arguments that are read; CPU elements stay.
+  for (const size_t position : facts.read_lists) {
+    c10::IValue& value = recorded->arguments[position];
+    c10::List<at::Tensor> hosts;
+    for (const at::Tensor& element : value.toTensorList()) {
+      if (!element.is_privateuseone()) {
+        hosts.push_back(element);
+        continue;
+      }
+      const at::Tensor packed =
+          copies_in_one_transfer(element) ? element : element.resolve_conj().resolve_neg().contiguous();
+      at::Tensor host = pinned_like(packed);
+      copy_async(host.data_ptr(), packed.const_data_ptr(), span_bytes(packed), /*to_device=*/false, stream);
+      hosts.push_back(std::move(host));
+    }
+    value = c10::IValue(std::move(hosts));
   }
 
   // The results the graph owns: device memory from its pool and a staging tensor each.

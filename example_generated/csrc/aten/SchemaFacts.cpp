@@ -60,6 +60,7 @@ bool needs_general_path(const c10::TypePtr& type) {
 std::unique_ptr<OpFacts> facts_of(const c10::FunctionSchema& schema) {
   auto facts = std::make_unique<OpFacts>(schema.operator_name());
   const auto& arguments = schema.arguments();
+  bool other_general = false; // a reason for the general path other than a read-only Tensor[]
   for (size_t i = 0; i < arguments.size(); ++i) {
     const auto& type = arguments[i].type();
     if (is_type_or_optional(type, c10::TypeKind::GeneratorType)) {
@@ -71,17 +72,28 @@ std::unique_ptr<OpFacts> facts_of(const c10::FunctionSchema& schema) {
       facts->written.push_back(alias != nullptr && alias->isWrite());
     } else if (needs_general_path(type)) {
       facts->direct = false;
+      const auto* alias = arguments[i].alias_info();
+      if (type->kind() == c10::TypeKind::ListType && type->containedType(0)->kind() == c10::TypeKind::TensorType &&
+          (alias == nullptr || !alias->isWrite())) {
+        facts->read_lists.push_back(i);
+      } else {
+        other_general = true;
+      }
     }
   }
   for (const auto& r : schema.returns()) {
     const auto* alias = r.alias_info();
     if (!is_tensor_type(r.type())) {
-      facts->direct = facts->direct && !needs_general_path(r.type()) && alias == nullptr;
+      if (needs_general_path(r.type()) || alias != nullptr) {
+        facts->direct = false;
+        other_general = true;
+      }
       facts->returns.push_back(kNoTensor);
     } else if (alias == nullptr) {
       facts->returns.push_back(kNewTensor);
     } else if (!alias->isWrite()) {
       facts->direct = false; // a view: the general path warns
+      other_general = true;
       facts->returns.push_back(kNoTensor);
     } else {
       int found = kNoTensor; // the written argument with the same alias set
@@ -91,10 +103,14 @@ std::unique_ptr<OpFacts> facts_of(const c10::FunctionSchema& schema) {
           found = static_cast<int>(t);
         }
       }
-      facts->direct = facts->direct && found != kNoTensor;
+      if (found == kNoTensor) {
+        facts->direct = false;
+        other_general = true;
+      }
       facts->returns.push_back(found);
     }
   }
+  facts->direct_but_read_lists = !facts->direct && !other_general && !facts->read_lists.empty();
   return facts;
 }
 

@@ -22,6 +22,10 @@ struct OpFacts {
   std::vector<size_t> tensors; // positions of the Tensor arguments
   std::vector<bool> written; // for each of them: the operator writes it (in place, out=)
   std::vector<int> returns; // for each return: the entry of `tensors` it is, kNewTensor or kNoTensor
+  // Positions of the Tensor[] arguments the operator only reads (cat, stack), and whether they are the
+  // only reason the call is not direct: a graph capture stages their elements as it does single tensors.
+  std::vector<size_t> read_lists;
+  bool direct_but_read_lists = false;
 };
 
 constexpr int kNewTensor = -1;
