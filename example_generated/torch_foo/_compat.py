@@ -119,6 +119,39 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         parameters=("dtype", "device"),
         required=False,
     ),
+    # --- graphs: make_graphed_callables flattens arguments and outputs as torch.cuda's does
+    Touchpoint(
+        "graphs.tree_flatten",
+        "graphs",
+        "torch.utils._pytree",
+        "tree_flatten",
+        "make_graphed_callables (graphs.py): a callable's outputs flattened into the tensors a graph holds",
+        f"{NO_PUBLIC_API}: torch.utils._pytree is what torch.cuda.make_graphed_callables uses",
+    ),
+    Touchpoint(
+        "graphs.tree_unflatten",
+        "graphs",
+        "torch.utils._pytree",
+        "tree_unflatten",
+        "make_graphed_callables (graphs.py): a replay's outputs given the structure the callable returned",
+        f"{NO_PUBLIC_API}: torch.utils._pytree is what torch.cuda.make_graphed_callables uses",
+    ),
+    Touchpoint(
+        "graphs.tree_leaves",
+        "graphs",
+        "torch.utils._pytree",
+        "tree_leaves",
+        "make_graphed_callables (graphs.py): the tensors among a callable's outputs",
+        f"{NO_PUBLIC_API}: torch.utils._pytree is what torch.cuda.make_graphed_callables uses",
+    ),
+    Touchpoint(
+        "graphs.arg_tree_leaves",
+        "graphs",
+        "torch.utils._pytree",
+        "arg_tree_leaves",
+        "make_graphed_callables (graphs.py): the tensors among a call's arguments",
+        f"{NO_PUBLIC_API}: torch.utils._pytree is what torch.cuda.make_graphed_callables uses",
+    ),
     # --- dynamo: checked when torch._dynamo loads (compiler.py)
     Touchpoint(
         "dynamo.module",

@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from . import _C
+from . import _C, _compat
 
 _MODES = ("default", "global", "thread_local", "relaxed")
 
@@ -169,6 +168,10 @@ def make_graphed_callables(
     reach the outputs get a None gradient instead of an error. ``enable_annotations`` needs CUDA's kernel
     annotations and raises, as in graph().
     """
+    tree_flatten = _compat.resolve("graphs.tree_flatten")
+    tree_unflatten = _compat.resolve("graphs.tree_unflatten")
+    tree_leaves = _compat.resolve("graphs.tree_leaves")
+    arg_tree_leaves = _compat.resolve("graphs.arg_tree_leaves")
     if enable_annotations:
         raise ValueError("enable_annotations needs CUDA's kernel annotations (cuda.bindings); not on this device")
     if capture_error_mode not in _MODES:
@@ -190,7 +193,7 @@ def make_graphed_callables(
                 raise ValueError("a graphed module must have no hooks: they would run at capture only")
             if any(b.requires_grad for b in fn.buffers()):
                 raise ValueError("the buffers of a graphed module must have requires_grad=False")
-        leaves = pytree.arg_tree_leaves(*args)
+        leaves = arg_tree_leaves(*args)
         for leaf in leaves:
             if not isinstance(leaf, torch.Tensor) or leaf.device.type != "foo":
                 raise TypeError("the sample arguments must be foo tensors (a graph replays device work only)")
@@ -211,7 +214,7 @@ def make_graphed_callables(
     with torch.foo.stream(torch.foo.Stream()):
         for fn, args, surface in zip(callables, sample_args, surfaces, strict=True):
             for _ in range(num_warmup_iters):
-                outputs = differentiable(pytree.tree_leaves(fn(*args)))
+                outputs = differentiable(tree_leaves(fn(*args)))
                 inputs = differentiable(surface)
                 if outputs and inputs:
                     torch.autograd.grad(
@@ -229,7 +232,7 @@ def make_graphed_callables(
     for fn, args, fwd in zip(callables, sample_args, forward_graphs, strict=True):
         with graph(fwd, pool=mempool, capture_error_mode=capture_error_mode):
             outputs = fn(*args)
-        leaves, spec = pytree.tree_flatten(outputs)
+        leaves, spec = tree_flatten(outputs)
         static_outputs.append(tuple(leaves))
         output_specs.append(spec)
 
@@ -268,8 +271,8 @@ def make_graphed_callables(
         parameters = surfaces[i][len(flat_samples[i]) :]
 
         def run(*args, _function=function, _spec=spec, _parameters=parameters):
-            out = _function.apply(*pytree.arg_tree_leaves(*args), *_parameters)
-            return pytree.tree_unflatten(list(out), _spec)
+            out = _function.apply(*arg_tree_leaves(*args), *_parameters)
+            return tree_unflatten(list(out), _spec)
 
         if isinstance(fn, torch.nn.Module):
             fn.forward = _forward_while_training_is(fn, fn.training, run, fn.forward)
