@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import REAP_CHILD
+from numerics import DRIVER
 
 # Each exit is a process of its own, forked before the runtime is initialised (which is allowed):
 # the fork costs milliseconds where a new interpreter costs seconds. The child initialises the
@@ -57,6 +58,15 @@ print("statuses:", statuses)
 """
 
 
+# PoCL 3.1 (Debian 12's) aborts about one such process in ten, with the assertion
+# `found->ref_count > 0` in pocl_release_dlhandle_cache: several threads' matrix products release
+# CLBlast's kernel objects while PoCL's worker threads release the same programs' handles. Not this
+# backend's to fix (docs/opencl.md, Known problems); the test still runs there and must pass elsewhere.
+@pytest.mark.xfail(
+    DRIVER == "opencl",
+    reason="PoCL 3.1 aborts in pocl_release_dlhandle_cache when threads release kernels concurrently",
+    strict=False,
+)
 def test_exit_with_work_in_flight_and_threads_holding_streams(run_python):
     result = run_python(REAP_CHILD + PROGRAM)
     assert result.returncode == 0, result.stdout + result.stderr
