@@ -93,9 +93,13 @@ def test_an_opencl_render_refuses_the_features_whose_kernels_the_opencl_library_
         render("foo", preset="minimal", driver="opencl", compile=True)
 
 
-# The OpenCL kernels and C++ tests of the custom operator and of the kernel families, each rendered
-# with its feature and the OpenCL driver only.
+# The OpenCL kernels and C++ tests each feature with kernels adds to the OpenCL operator library.
 FEATURE_KERNELS = {
+    "native_operators": (
+        "csrc/kernels/opencl/native.cpp",
+        "csrc/kernels/opencl/blas.cpp",
+        "tests/runtime/opencl_native_checks.h",
+    ),
     "custom_op": ("csrc/kernels/opencl/custom_ops.cpp", "tests/runtime/opencl_custom_ops_test.cpp"),
     "kernel_families": (
         "csrc/kernels/opencl/attention.cpp",
@@ -106,40 +110,21 @@ FEATURE_KERNELS = {
 }
 
 
-def test_an_opencl_render_has_the_kernels_of_the_custom_operator_and_the_families_it_asks_for(render):
-    answers = {"preset": "custom", "driver": "opencl", "native_operators": False, "compile": False}
-    with_them = render("foo", **answers, custom_op=True, kernel_families=True)
-    without = render("bar", **answers, custom_op=False, kernel_families=False)
+def test_an_opencl_render_has_the_kernels_of_the_features_it_asks_for_and_no_others(render):
+    """Each feature with kernels: its OpenCL kernels and their checks in an OpenCL render with it,
+    in neither an OpenCL render without it nor an emulated render with every feature; native.h (the
+    operators' declarations) with native_operators, and never the emulated device's kernels."""
+    answers = {"preset": "custom", "driver": "opencl", "compile": False}
+    with_them = render("foo", **answers, **dict.fromkeys(FEATURE_KERNELS, True))
+    without = render("bar", **answers, **dict.fromkeys(FEATURE_KERNELS, False))
     emulated = render("baz", preset="full")
-    for paths in FEATURE_KERNELS.values():
+    for feature, paths in FEATURE_KERNELS.items():
         for path in paths:
-            assert (with_them / path).exists(), path
-            assert not (without / path).exists(), path
-            assert not (emulated / path).exists(), path
-
-
-def test_an_opencl_render_with_native_operators_has_their_opencl_kernels(render):
-    """native_operators with driver=opencl: native.h's functions in the OpenCL library, their checks
-    in the library's test, and none of the emulated device's kernels."""
-    root = render(
-        "foo",
-        preset="custom",
-        driver="opencl",
-        native_operators=True,
-        custom_op=False,
-        kernel_families=False,
-        compile=False,
-    )
-    kernels = root / "csrc" / "kernels"
-    assert (kernels / "native.h").is_file()
-    assert {"native.cpp", "blas.cpp"} <= {path.name for path in (kernels / "opencl").iterdir()}
-    assert not (kernels / "emulated").exists()
-    assert (root / "tests" / "runtime" / "opencl_native_checks.h").is_file()
-    minimal = render("bar", preset="minimal", driver="opencl")
-    assert not (minimal / "csrc" / "kernels" / "opencl" / "native.cpp").exists()
-    assert not (minimal / "tests" / "runtime" / "opencl_native_checks.h").exists()
-    emulated = render("baz")
-    assert not (emulated / "tests" / "runtime" / "opencl_native_checks.h").exists()
+            assert (with_them / path).exists(), (feature, path)
+            assert not (without / path).exists(), (feature, path)
+            assert not (emulated / path).exists(), (feature, path)
+    assert (with_them / "csrc" / "kernels" / "native.h").is_file()
+    assert not (with_them / "csrc" / "kernels" / "emulated").exists()
 
 
 def test_an_opencl_render_builds_the_whole_extension(render):
