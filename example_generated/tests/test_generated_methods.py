@@ -24,6 +24,28 @@ def test_module_method():
     assert {p.device for p in model.parameters()} == {torch.device("foo:1")}
 
 
+def test_a_submodule_named_as_the_backend_is_not_hidden_by_the_method():
+    """A model may name a submodule as the backend is named (GPT-2's blocks have `self.mlp`): the
+    submodule wins over the method torch generates, as it would if the class had no such method, and
+    the method still moves every other module."""
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.foo = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.foo(x).relu()
+
+    block, x = Block(), torch.randn(2, 3)
+    expected = block(x)
+    assert isinstance(block.foo, torch.nn.Linear)
+    assert block.to("foo")(x.to("foo")).cpu().equal(expected)
+    assert dict(block.named_children()) == {"foo": block.foo}
+    plain = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    assert plain.foo() is plain and plain[0].weight.is_foo
+
+
 def test_packed_sequence_methods():
     packed = pack_padded_sequence(torch.randn(4, 2, 3), torch.tensor([4, 2]))
     assert not packed.is_foo
