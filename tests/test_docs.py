@@ -186,6 +186,7 @@ NAMED_BUT_NOT_GENERATED = {
         "prelude.cpp": "csrc/kernels/opencl/prelude.cpp (driver=opencl)",
         "blas.cpp": "csrc/kernels/opencl/blas.cpp (driver=opencl, native_operators)",
         "FOO_OPENCL_FP64": "csrc/kernels/opencl/library.cpp (driver=opencl)",
+        "FOO_OPENCL_GEMM": "csrc/kernels/opencl/blas.cpp (driver=opencl, native_operators)",
         "fooOpenCLSingleFpConfig": "csrc/runtime/opencl/devices.cpp (driver=opencl)",
         "FOO_OPENCL_FP32_CORRECTLY_ROUNDED": "csrc/runtime/opencl/select.h (driver=opencl)",
         "FOO_OPENCL_LIBRARY": "csrc/runtime/opencl/loader.cpp (driver=opencl)",

@@ -176,6 +176,7 @@ class TestOpenCLDriver:
         expected = {"contract_opencl", "contract_opencl_two_devices"}
         for part in ("", *(f"_{part}" for part in OPENCL_KERNEL_PARTS)):
             expected |= {f"kernels_opencl{part}{suffix}" for suffix in ("", "_two_devices", "_no_fp64")}
+        expected.add("kernels_opencl_blas_clblast")  # products through CLBlast, not our kernels for CPU devices
         assert outcomes == dict.fromkeys(expected, "run"), outcomes
 
 
