@@ -3,7 +3,9 @@
     python benchmarks/bench_ops.py
 
 Dispatch: a 4-element add runs the native kernel path (type promotion, TensorIterator, launch);
-a 4-element sin runs the CPU fallback (two copies per tensor). Copies: host-to-device and
+a 4-element sin runs the CPU fallback (two copies per tensor), on its synchronous path and on its
+asynchronous one (torch.foo.set_async_fallback: a hundred calls queued, then one
+synchronisation, against a hundred on the CPU). Copies: host-to-device and
 device-to-host from and to pageable and pinned memory, and device-to-device, into preallocated
 buffers (an asynchronous copy then synchronises) against a CPU-to-CPU copy of the same size; a ratio
 of 1.0 means the device path moves data as fast as the CPU copy does. Sparse:
@@ -16,7 +18,7 @@ from functools import partial
 import torch
 from common import Row, measure, print_setup, print_table, quick, time_rows
 
-import torch_foo  # noqa: F401
+import torch_foo
 
 DEVICE = "foo"
 COPY_SIZES = (64 << 10, 1 << 20, 16 << 20, 64 << 20)
@@ -38,7 +40,37 @@ def dispatch_costs() -> list[Row]:
         cx, cy = torch.randn(4), torch.randn(4)
         dx, dy = cx.to(DEVICE), cy.to(DEVICE)
         rows.append(measure(name, partial(op, cx, cy), partial(op, dx, dy)))
+    cx = torch.randn(4)
+    dx = cx.to(DEVICE)
+    for label, enabled in (("synchronous", False), ("asynchronous", True)):
+        rows.append(
+            measure(
+                f"sin, 4 elements, 100 calls then a synchronisation ({label} CPU fallback)",
+                partial(hundred_sins, cx),
+                with_async_fallback(partial(hundred_sins, dx), enabled),
+            )
+        )
     return rows
+
+
+def hundred_sins(x: torch.Tensor) -> None:
+    for _ in range(100):
+        torch.sin(x)
+    if x.device.type == DEVICE:
+        torch.foo.synchronize()
+
+
+def with_async_fallback(fn, enabled: bool):
+    """fn with the asynchronous CPU fallback on or off while it runs, off afterwards."""
+
+    def run():
+        torch_foo.set_async_fallback(enabled)
+        try:
+            return fn()
+        finally:
+            torch_foo.set_async_fallback(False)
+
+    return run
 
 
 def copy_and_synchronize(dst: torch.Tensor, src: torch.Tensor) -> None:

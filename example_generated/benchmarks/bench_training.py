@@ -5,6 +5,8 @@
 Random numbers: native Philox kernels (rand, randn, dropout) against the CPU generator. Training
 steps: forward, backward and an Adam step of small models, with and without autocast; most of their
 operators still run on the CPU fallback, which the last table lists: the kernels worth writing first.
+The CNN's step (batch norm and its backward, max pooling, adaptive average pooling run on the fallback)
+also with the asynchronous fallback (torch.foo.set_async_fallback) on and off, side by side.
 """
 
 import copy
@@ -15,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from common import Row, measure, print_setup, print_table, quick, time_rows
 
-import torch_foo  # noqa: F401
+import torch_foo
 
 DEVICE = "foo"
 
@@ -113,6 +115,33 @@ def training_costs() -> list[Row]:
     return rows
 
 
+def with_async_fallback(fn, enabled: bool):
+    """fn with the asynchronous CPU fallback on or off while it runs, off afterwards."""
+
+    def run():
+        torch_foo.set_async_fallback(enabled)
+        try:
+            return fn()
+        finally:
+            torch_foo.set_async_fallback(False)
+
+    return run
+
+
+def async_fallback_costs() -> tuple[list[Row], Row]:
+    """The CNN's step on the CPU (baseline) and on the device with the asynchronous fallback off, then on;
+    and the device's step with it on against off, timed back to back."""
+    name = "CNN conv-bn-pool x2, batch 16x3x32x32"
+    model, x, target = models()[name]
+    cpu = make_step(model, x, target, "cpu")
+    steps = {enabled: with_async_fallback(make_step(model, x, target, DEVICE), enabled) for enabled in (False, True)}
+    rows = [
+        measure(f"CNN step, asynchronous fallback {'on' if enabled else 'off'}", cpu, step, min_seconds=0.2)
+        for enabled, step in steps.items()
+    ]
+    return rows, measure("CNN step on the device", steps[False], steps[True], min_seconds=0.2)
+
+
 def main() -> None:
     print_setup(DEVICE)
     print_table(
@@ -125,6 +154,20 @@ def main() -> None:
         time_rows(training_costs()),
         ("model", "cpu", DEVICE, f"{DEVICE}/cpu"),
     )
+    against_cpu, on_against_off = async_fallback_costs()
+    print_table(
+        "The CNN's step with the asynchronous CPU fallback off and on (lower ratio is better)",
+        time_rows(against_cpu),
+        ("step", "cpu", DEVICE, f"{DEVICE}/cpu"),
+    )
+    print_table(
+        "The same step with the asynchronous fallback on against off (lower ratio is better)",
+        time_rows([on_against_off]),
+        ("step", "off", "on", "on/off"),
+    )
+    paths = torch_foo.fallback_paths()
+    queued = sorted(name.removeprefix("aten::") for name, calls in paths.items() if calls["async"])
+    print(f"\nOperators the asynchronous fallback queued: {', '.join(queued) or 'none'}")
     ops = torch.foo.fallback_ops()
     print(f"\n{len(ops)} operators ran on the CPU fallback during these steps:")
     print("  " + ", ".join(name.removeprefix("aten::") for name in ops))

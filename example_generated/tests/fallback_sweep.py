@@ -2,7 +2,7 @@
 device and on the CPU, forward and backward, in float32, dense and in the sparse layouts each supports,
 each case in a child process, so that a crash is an outcome naming the operator.
 
-    python tests/fallback_sweep.py [--fast] [--capture] [--workers N]     prints one JSON line per case
+    python tests/fallback_sweep.py [--fast] [--capture | --async] [--workers N]     prints one JSON line per case
 
 A case is "<op>[.<variant>]@<layout>". This process imports torch, the backend and the OpInfo database
 once and never uses the device; it forks a child for each batch of BATCH cases (a process forked
@@ -24,6 +24,10 @@ new values, so that a stale result (work that ran at capture time, or not at all
 clearly" is then a capture that raises one of CAPTURE_REFUSALS (an operator a graph cannot record, a
 call a capture does not permit), and "raises like the CPU" a capture or replay that raises where the CPU
 raises too. There is no backward.
+
+With --async, the asynchronous eager fallback is on (torch.foo.set_async_fallback, docs/integration/
+cpu-fallback.md): each device call ends with a synchronisation, where the CPU kernel's errors surface, and
+each outcome lists in "async_ops" the operators that took the asynchronous path.
 """
 
 import argparse
@@ -189,6 +193,8 @@ def outcome(key, device_fn, cpu_fn) -> tuple[str, str]:
     """Runs both sides and classifies; the detail names the reason."""
     try:
         got = device_fn()
+        if ASYNC:
+            torch.foo.synchronize()  # where an error of the asynchronous fallback surfaces
     except Exception as error:  # noqa: BLE001  every exception is an outcome to classify
         reason = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
         try:
@@ -224,6 +230,7 @@ RANK = ["no gradient", "pass", "raises like the CPU", "raises clearly", "fail"]
 
 
 CAPTURE = False  # --capture: each sample captured into a graph and replayed with new input values
+ASYNC = False  # --async: the asynchronous eager fallback on
 # What a capture raises, as docs/graphs.md documents: an operator that a graph cannot record (random,
 # data-dependent shapes, tensor lists, ...), a call that a capture does not permit (a copy to pageable
 # memory, a synchronisation), and the end of a capture such a call invalidated.
@@ -362,10 +369,18 @@ def run_cases(batch: list[str], out) -> None:
         if case == CRASH_AT:
             ctypes.string_at(0)  # reads address 0: SIGSEGV, as a kernel reading past its memory
         torch.manual_seed(0)
+        if ASYNC:
+            torch_foo.set_async_fallback(True)
+        before = torch_foo.fallback_paths()
         result = run_case(case)
         reached = set(torch_foo.fallback_ops())
         result["fallback_ops"] = sorted(reached - seen)  # the operators this case reached first
         seen |= reached
+        if ASYNC:
+            after = torch_foo.fallback_paths()
+            result["async_ops"] = sorted(
+                name for name, calls in after.items() if calls["async"] > before.get(name, {"async": 0})["async"]
+            )
         print(json.dumps(result), file=out, flush=True)
 
 
@@ -463,11 +478,12 @@ def main() -> None:
     parser.add_argument("--fast", action="store_true", help="the sparse layouts and a few dense operators only")
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--capture", action="store_true", help="capture dense samples, replay them with new values")
+    parser.add_argument("--async", dest="async_", action="store_true", help="the asynchronous fallback on")
     parser.add_argument("--crash-at", metavar="CASE", help="kill the child with SIGSEGV when it starts CASE")
     parser.add_argument("cases", nargs="*", help="these cases (default: all, or the fast subset)")
     args = parser.parse_args()
-    global CRASH_AT, CAPTURE  # noqa: PLW0603  read by the forked children
-    CRASH_AT, CAPTURE = args.crash_at, args.capture
+    global CRASH_AT, CAPTURE, ASYNC  # noqa: PLW0603  read by the forked children
+    CRASH_AT, CAPTURE, ASYNC = args.crash_at, args.capture, args.async_
     chosen = args.cases or (fast_cases() if args.fast else cases())
     for result in sweep(chosen, args.workers):
         print(json.dumps(result), flush=True)

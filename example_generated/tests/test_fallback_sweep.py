@@ -79,6 +79,28 @@ def test_a_crash_is_a_failure_naming_the_operator():
     assert "SIGSEGV" in results[1]["detail"]
 
 
+def test_fallback_operators_under_the_asynchronous_fallback_match_the_cpu():
+    """A few operators with the asynchronous fallback on: results equal the CPU's, forward and backward; those
+    it can serve took its path, the others (data-dependent shapes) the synchronous one."""
+    queued = ["abs", "sgn", "nn.functional.gelu", "nn.functional.mse_loss", "nn.functional.cross_entropy", "cat"]
+    cases = [*queued, "nonzero", "masked_select", "nn.functional.nll_loss", "bernoulli"]
+    results = sweep("--async", *(f"{c}@strided" for c in cases))
+    print(report(results))
+    assert problems(results) == []
+    assert {r["case"] for r in results} == {f"{c}@strided" for c in cases}
+    queued_ops = set().union(*(r["async_ops"] for r in results))
+    assert {"aten::sgn", "aten::gelu", "aten::mse_loss", "aten::cat"} <= queued_ops, queued_ops
+    assert not {"aten::nonzero", "aten::masked_select"} & queued_ops
+
+
+@pytest.mark.slow
+def test_every_opinfo_operator_matches_the_cpu_under_the_asynchronous_fallback():
+    results = sweep("--async")
+    print(report(results))
+    assert problems(results) == []
+    assert len(set().union(*(r["async_ops"] for r in results))) > 200
+
+
 @pytest.mark.slow
 def test_every_opinfo_operator_never_crashes_and_matches_the_cpu():
     results = sweep()

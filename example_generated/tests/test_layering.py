@@ -112,9 +112,10 @@ PRIVATE_HEADERS_ALLOWED = {
         "ATen/detail/PrivateUse1HooksInterface.h": "at::PrivateUse1HooksInterface (the PrivateUse1 documentation)",
     },
     "aten/Fallback.h": {"ATen/native/CPUFallback.h": CPU_FALLBACK},
-    "aten/FallbackCapture.cpp": {
-        "c10/core/impl/LocalDispatchKeySet.h": "ExcludeDispatchKeyGuard: a captured fallback operator's host function "
-        "must not enter Python (docs/integration/cpu-fallback.md, Inside a graph capture)",
+    "aten/FallbackStaged.cpp": {
+        "c10/core/impl/LocalDispatchKeySet.h": "ExcludeDispatchKeyGuard: the host function of a staged fallback "
+        "operator (a graph capture's or the asynchronous fallback's) must not enter Python "
+        "(docs/integration/cpu-fallback.md)",
     },
     "families/WiderDtypes.cpp": {"ATen/native/CPUFallback.h": CPU_FALLBACK},
     "families/Attention.cpp": {

@@ -150,6 +150,35 @@ def fallback_ops() -> list[str]:
     return list(_C._fallback_ops())
 
 
+def fallback_paths() -> dict[str, dict[str, int]]:
+    """For each operator that ran on the CPU fallback: its calls on each path, ``{"sync": n, "async": m}``.
+
+    "async" counts the calls the asynchronous fallback served (:func:`set_async_fallback`); "sync" the
+    others, including those the asynchronous path cannot serve while it is on (data-dependent output
+    shapes, results that are not tensors, random operators, ...).
+    """
+    return {name: {"sync": sync, "async": async_} for name, sync, async_ in _C._fallback_paths()}
+
+
+def set_async_fallback(enabled: bool) -> None:
+    """Turns the asynchronous CPU fallback on or off (off by default; FOO_ASYNC_FALLBACK=1 turns it on).
+
+    When on, an operator without a foo kernel whose results' shapes follow from its
+    arguments' sizes is queued on the current stream (copies to pinned memory, the CPU kernel on a
+    host thread of the stream, copies back) and returns device tensors at once, without the host
+    waiting. An error of the CPU kernel (an nll_loss target out of range) then surfaces at the next
+    synchronisation, as a device-side assert does on CUDA, and the operator's outputs hold NaN (zero
+    for integers). Operators it cannot serve run on the synchronous path; :func:`fallback_paths` says
+    which path each took.
+    """
+    _C._set_async_fallback(bool(enabled))
+
+
+def async_fallback_enabled() -> bool:
+    """Whether the asynchronous CPU fallback is on (:func:`set_async_fallback`)."""
+    return bool(_C._async_fallback_enabled())
+
+
 def __getattr__(name: str):
     # torch.utils.checkpoint saves and restores the device's RNG state only when the device module's
     # `_initialized` is true (torch.cuda._initialized for CUDA): without it, dropout under activation
@@ -225,6 +254,7 @@ def _finish_device_work() -> None:
 atexit.register(_finish_device_work)
 
 __all__ = [
+    "async_fallback_enabled",
     "BACKEND_NAME",
     "caching_allocator_alloc",
     "caching_allocator_delete",
@@ -242,6 +272,7 @@ __all__ = [
     "Event",
     "ExternalStream",
     "fallback_ops",
+    "fallback_paths",
     "FooGraph",
     "graph",
     "graph_pool_handle",
@@ -292,6 +323,7 @@ __all__ = [
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
+    "set_async_fallback",
     "set_device",
     "set_per_process_memory_fraction",
     "set_rng_state",

@@ -68,6 +68,7 @@ void memcpy_on_stream(void* dst, const void* src, size_t count, fooMemcpyKind ki
   if (wait) {
     note_synchronization();
     FOO_CHECK(fooStreamSynchronize(stream));
+    raise_deferred_error();
   }
 }
 
@@ -79,6 +80,7 @@ void transfer(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
   constexpr int64_t kChunk = int64_t{256} << 10;
   note_synchronization();
   FOO_CHECK(fooStreamSynchronize(current_stream())); // queued work may use the memory
+  raise_deferred_error();
   if (static_cast<int64_t>(count) < 2 * kChunk || at::get_num_threads() == 1) {
     FOO_CHECK(fooMemcpy(dst, src, count, kind));
     return;

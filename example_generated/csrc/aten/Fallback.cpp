@@ -15,8 +15,12 @@
 // generic kernel for them, in FallbackRouting.cpp.
 #include "Fallback.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/_copy_from_and_resize.h>
@@ -25,7 +29,9 @@
 
 #include "../core/Device.h"
 #include "../core/Generator.h"
+#include "../core/Stream.h"
 #include "Copy.h"
+#include "FallbackStaged.h"
 #include "SchemaFacts.h"
 
 namespace torch_foo {
@@ -204,7 +210,102 @@ bool run_direct(const OpFacts& facts, const c10::OperatorHandle& op, torch::jit:
   return true;
 }
 
+// ---- the asynchronous eager fallback --------------------------------------------------------------
+
+// The switch: FOO_ASYNC_FALLBACK=1 turns it on when the library loads, set_async_fallback at any time.
+std::atomic<bool> async_enabled{[] {
+  const char* env = std::getenv("FOO_ASYNC_FALLBACK");
+  return env != nullptr && env[0] != '\0' && env[0] != '0';
+}()};
+
+// Calls whose host function has run, waiting to be freed on a thread that may call the runtime (freeing
+// a pinned staging tensor records an event). A leaked singleton: a worker may finish during exit.
+struct RetiredCalls {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<void>> calls;
+};
+RetiredCalls& retired_calls() {
+  static auto* retired = new RetiredCalls();
+  return *retired;
+}
+
+// Frees the retired calls, on the calling thread. Skipped while another thread holds the list (a
+// worker adding to it, or a parent's worker at the moment of a fork): the next call frees them.
+void free_retired_calls() {
+  RetiredCalls& retired = retired_calls();
+  std::vector<std::shared_ptr<void>> calls;
+  {
+    const std::unique_lock<std::mutex> lock(retired.mutex, std::try_to_lock);
+    if (!lock.owns_lock() || retired.calls.empty()) {
+      return;
+    }
+    calls.swap(retired.calls);
+  }
+  // `calls` is freed here, on the caller's thread.
+}
+
+// The policy's keep: the call owns itself until its host function has run.
+void keep_until_run(const std::shared_ptr<StagedCall>& call) {
+  call->owner = call;
+}
+
+// The policy's release, on the stream's worker after the host function ran and on the calling thread
+// after the enqueuing: the second moves the call's ownership to the retired list (a move, so nothing is
+// freed on the worker).
+void release(StagedCall* call) {
+  if (call->releases.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    return;
+  }
+  RetiredCalls& retired = retired_calls();
+  const std::lock_guard<std::mutex> lock(retired.mutex);
+  retired.calls.push_back(std::move(call->owner));
+}
+
+const StagingPolicy kAsyncPolicy{
+    /*keep=*/&keep_until_run,
+    /*release=*/&release,
+    /*report=*/&report_deferred_error,
+    /*where=*/"the asynchronous CPU fallback",
+    /*mark_host_use=*/true,
+    /*snapshot_cpu_arguments=*/true,
+};
+
+// Runs `op` on the asynchronous path and returns true, or returns false with the stack untouched when
+// that path cannot serve it (FallbackStaged.h says which operators), for the synchronous path to run.
+bool run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+  if (cpu_key != c10::DispatchKey::CPU) {
+    return false; // sparse layouts
+  }
+  const size_t first = stack->size() - op.schema().arguments().size();
+  std::optional<c10::Device> device; // that of the first device tensor, single or in a list (cat)
+  for (auto it = stack->begin() + static_cast<std::ptrdiff_t>(first); it != stack->end() && !device; ++it) {
+    if (it->isTensor() && it->toTensor().defined() && it->toTensor().is_privateuseone()) {
+      device = it->toTensor().device();
+    } else if (it->isTensorList()) {
+      for (const at::Tensor& t : it->toTensorList().vec()) {
+        if (t.defined() && t.is_privateuseone()) {
+          device = t.device();
+          break;
+        }
+      }
+    }
+  }
+  if (!device) {
+    return false; // no device tensor argument (only CPU tensors): the synchronous path decides
+  }
+  free_retired_calls();
+  return !stage_call(op, stack, cpu_key, *device, kAsyncPolicy).has_value();
+}
+
 } // namespace
+
+void set_async_fallback(bool enabled) {
+  async_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+bool async_fallback_enabled() {
+  return async_enabled.load(std::memory_order_relaxed);
+}
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   cpu_fallback_for(op, stack, c10::DispatchKey::CPU);
@@ -245,8 +346,15 @@ void cpu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
     record_only_the_operator.emplace();
   }
   if (feature_runner != nullptr && feature_runner(op, stack, cpu_key)) {
+    facts.sync_calls.fetch_add(1, std::memory_order_relaxed);
     return; // the feature ran it (a dtype that CUDA supports and the CPU kernel does not)
   }
+  // The asynchronous path, when switched on, for the operators it can serve; the others go on below.
+  if (async_enabled.load(std::memory_order_relaxed) && run_async(op, stack, cpu_key)) {
+    facts.async_calls.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  facts.sync_calls.fetch_add(1, std::memory_order_relaxed);
   if (run_direct(facts, op, stack, cpu_key)) {
     return;
   }

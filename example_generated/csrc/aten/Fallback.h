@@ -1,7 +1,9 @@
 // The CPU fallback: how operators without a foo kernel still work.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,6 +63,17 @@ struct FallbackExtension {
 
 // Names of the operators that ran through the fallback in this process, sorted.
 std::vector<std::string> fallback_ops();
+
+// For each operator that ran through the fallback: its name and its calls on the synchronous and on
+// the asynchronous path, sorted by name (torch.foo.fallback_paths()).
+std::vector<std::tuple<std::string, uint64_t, uint64_t>> fallback_paths();
+
+// The asynchronous eager fallback (torch.foo.set_async_fallback, FOO_ASYNC_FALLBACK=1), off
+// by default: an operator whose results' shapes follow from its arguments' metadata is enqueued as
+// stream-ordered work (FallbackStaged.h) and returns device tensors at once; the CPU kernel's errors
+// surface at the next synchronisation. Operators it cannot serve take the synchronous path.
+void set_async_fallback(bool enabled);
+bool async_fallback_enabled();
 
 // Runs one operator through the fallback from inside a native kernel, for cases that kernel
 // does not handle (a rare dtype, say). Op is the operator's at::_ops struct.

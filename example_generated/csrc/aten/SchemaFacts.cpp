@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -179,6 +180,31 @@ std::vector<std::string> fallback_ops() {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::vector<std::tuple<std::string, uint64_t, uint64_t>> fallback_paths() {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> calls;
+  FactsTable& table = facts_table();
+  {
+    const std::shared_lock<std::shared_mutex> lock(table.mutex);
+    const auto add = [&](const OpFacts& facts) {
+      auto& entry = calls[c10::toString(facts.name)];
+      entry.first += facts.sync_calls.load(std::memory_order_relaxed);
+      entry.second += facts.async_calls.load(std::memory_order_relaxed);
+    };
+    for (const auto& [schema, facts] : table.by_schema) {
+      add(*facts);
+    }
+    for (const auto& facts : table.retired) {
+      add(*facts);
+    }
+  }
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> paths;
+  paths.reserve(calls.size());
+  for (auto& [name, counts] : calls) {
+    paths.emplace_back(name, counts.first, counts.second);
+  }
+  return paths;
 }
 
 } // namespace torch_foo

@@ -6,7 +6,9 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace torch_foo {
@@ -26,6 +28,10 @@ struct OpFacts {
   // only reason the call is not direct: a graph capture stages their elements as it does single tensors.
   std::vector<size_t> read_lists;
   bool direct_but_read_lists = false;
+  // Calls so far on each path of the fallback (fallback_paths(), Fallback.h): the synchronous one, and
+  // the asynchronous one (set_async_fallback) when it served the call.
+  mutable std::atomic<uint64_t> sync_calls{0};
+  mutable std::atomic<uint64_t> async_calls{0};
 };
 
 constexpr int kNewTensor = -1;

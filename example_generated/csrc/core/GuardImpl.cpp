@@ -95,6 +95,7 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       return false;
     }
     FOO_CHECK(error);
+    raise_deferred_error();
     return true;
   }
 
@@ -102,12 +103,14 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     const c10::DeviceGuard guard(stream.device());
     note_synchronization();
     FOO_CHECK(fooStreamSynchronize(native_stream(stream)));
+    raise_deferred_error();
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     const c10::DeviceGuard guard(c10::Device(static_type, device_index));
     note_synchronization();
     FOO_CHECK(fooDeviceSynchronize());
+    raise_deferred_error();
   }
 
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
@@ -154,12 +157,14 @@ struct FooGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       return false;
     }
     FOO_CHECK(error);
+    raise_deferred_error();
     return true;
   }
 
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) {
       FOO_CHECK(fooEventSynchronize(static_cast<fooEvent_t>(event)));
+      raise_deferred_error();
     }
   }
 

@@ -255,4 +255,42 @@ void note_synchronization() {
   TORCH_WARN("called a synchronizing foo operation");
 }
 
+std::atomic<bool> deferred_error_pending{false};
+
+namespace {
+// The first deferred failure not raised yet; a leaked singleton, so that a worker finishing during exit
+// never meets a destroyed mutex.
+struct DeferredError {
+  std::mutex mutex;
+  std::string message;
+};
+DeferredError& deferred_error() {
+  static auto* error = new DeferredError();
+  return *error;
+}
+} // namespace
+
+void report_deferred_error(std::string message) {
+  DeferredError& error = deferred_error();
+  const std::lock_guard<std::mutex> lock(error.mutex);
+  if (!deferred_error_pending.load(std::memory_order_relaxed)) {
+    error.message = std::move(message);
+    deferred_error_pending.store(true, std::memory_order_release);
+  }
+}
+
+void raise_deferred_error_slow() {
+  std::string message;
+  {
+    DeferredError& error = deferred_error();
+    const std::lock_guard<std::mutex> lock(error.mutex);
+    if (!deferred_error_pending.load(std::memory_order_relaxed)) {
+      return; // another thread raised it
+    }
+    message = std::move(error.message);
+    deferred_error_pending.store(false, std::memory_order_release);
+  }
+  TORCH_CHECK(false, "foo: work queued earlier on a stream failed: ", message);
+}
+
 } // namespace torch_foo

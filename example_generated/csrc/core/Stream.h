@@ -12,6 +12,10 @@
 #pragma once
 
 #include <c10/core/Stream.h>
+#include <c10/macros/Macros.h>
+
+#include <atomic>
+#include <string>
 
 #include "../runtime/runtime.h"
 
@@ -59,5 +63,23 @@ enum class SyncDebugMode : int { Disabled = 0, Warn = 1, Error = 2 };
 void set_sync_debug_mode(SyncDebugMode mode);
 SyncDebugMode sync_debug_mode();
 void note_synchronization();
+
+// Failures of host work that ran on a stream's worker, where nothing can raise and the runtime cannot
+// be called (runtime.h: a host function has no way to fail its stream): the asynchronous CPU fallback's
+// CPU kernel raising (an nll_loss target out of range). report_deferred_error() keeps the first
+// failure; raise_deferred_error() raises it, once, and is called after every synchronisation the
+// backend makes (streams, events, the device, blocking copies, .item()), so that the error surfaces
+// at the next synchronisation, as a device-side assert does on CUDA. A synchronisation that waits for
+// the failed work always finds it; one that does not may find it too (the error is the process's, as
+// CUDA's sticky errors are the context's). report_deferred_error() never calls the runtime: a host
+// function may call it.
+void report_deferred_error(std::string message);
+void raise_deferred_error_slow();
+extern std::atomic<bool> deferred_error_pending;
+inline void raise_deferred_error() {
+  if (C10_UNLIKELY(deferred_error_pending.load(std::memory_order_acquire))) {
+    raise_deferred_error_slow();
+  }
+}
 
 } // namespace torch_foo

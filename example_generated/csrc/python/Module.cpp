@@ -50,6 +50,7 @@ void synchronize(c10::DeviceIndex device) {
   note_synchronization();
   const c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   FOO_CHECK(fooDeviceSynchronize());
+  raise_deferred_error();
 }
 
 bool is_in_bad_fork() {
@@ -226,6 +227,9 @@ PYBIND11_MODULE(_C, m) {
       "_finish_autograd_device_thread", [](int64_t device) { ns::finish_autograd_device_thread(ns::checked(device)); });
   m.def("_device_properties", [](int64_t device) { return ns::device_properties(ns::checked(device)); });
   m.def("_fallback_ops", &ns::fallback_ops);
+  m.def("_fallback_paths", &ns::fallback_paths);
+  m.def("_set_async_fallback", &ns::set_async_fallback);
+  m.def("_async_fallback_enabled", &ns::async_fallback_enabled);
   // Peer access (torch_foo/device.py).
   m.def("_can_access_peer", [](int64_t device, int64_t peer) {
     return ns::can_access_peer(ns::checked(device), ns::checked(peer));
