@@ -1,6 +1,7 @@
 """Pinned host memory: tensor.pin_memory(), is_pinned(), non_blocking copies in both directions,
 and the DataLoader with pin_memory=True (foo is the accelerator)."""
 
+import pytest
 import torch
 from torch.testing import assert_close
 from torch.utils.data import DataLoader, TensorDataset
@@ -46,6 +47,21 @@ def test_copies_with_pageable_memory_are_complete_on_return(device):
         torch.foo._sleep(SLEEP_US // 4)
         host.copy_(x, non_blocking=True)  # pageable: non_blocking cannot apply
         assert_close(host, torch.full((1000,), 7.0))
+
+
+@pytest.mark.parametrize("numel", [1, 1 << 10, 1 << 14, 1 << 16, (1 << 16) + 1])
+def test_a_non_blocking_copy_from_pageable_memory_may_reuse_it_at_once(device, numel):
+    # The runtime may stage the bytes (OpenCL does up to 256 KiB) and copy them in the stream's order.
+    with torch.foo.device(device):
+        torch.foo._sleep(SLEEP_US // 4)
+        moved = []
+        host = torch.empty(numel)
+        for value in range(20):  # more copies than the driver keeps staging buffers
+            host.fill_(float(value))
+            moved.append(host.to(device, non_blocking=True))
+        host.fill_(-1.0)
+        for value, on_device in enumerate(moved):
+            assert_close(on_device.cpu(), torch.full((numel,), float(value)))
 
 
 def test_a_pinned_block_is_not_reused_before_its_copy_ran(device):

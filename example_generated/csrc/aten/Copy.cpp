@@ -8,9 +8,11 @@
 // conversion of host data on the host, of device data by the operator library's copy kernel.
 //
 // Ordering, as with CUDA: copies on one device run on its current stream. A transfer from or to
-// pageable host memory is complete when copy_ returns; with non_blocking=True and pinned host
-// memory it only enqueues, so the host must synchronise before it reads the result (and the
-// pinned block is kept from reuse until the copy ran). A copy between two devices runs on the
+// pageable host memory is complete when copy_ returns, except one to the device with
+// non_blocking=True: that one returns once the host memory may be reused (the runtime may stage the
+// bytes) and the device's copy runs in the stream's order, as CUDA's does. With non_blocking=True
+// and pinned host memory a copy only enqueues, so the host must synchronise before it reads the
+// result (and the pinned block is kept from reuse until the copy ran). A copy between two devices runs on the
 // source device's stream after the work already queued on the destination's stream, and the
 // destination's stream continues after it; the host does not wait.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
@@ -72,19 +74,34 @@ void memcpy_on_stream(void* dst, const void* src, size_t count, fooMemcpyKind ki
   }
 }
 
-// A transfer between pageable host memory and the device, complete when this returns. Emulated
-// device memory is host memory, so a transfer is a memcpy; large ones are split across PyTorch's
-// intra-op threads, as a CPU-to-CPU copy is, to reach the same bandwidth. (A driver moves the
-// data with DMA engines instead; one fooMemcpy call would do.)
-void transfer(void* dst, const void* src, size_t count, fooMemcpyKind kind) {
+// A transfer between pageable host memory and the device, complete when this returns, or with
+// `non_blocking` (host to device only) once the host memory may be reused. One asynchronous copy on
+// the current stream does it: with pageable memory the runtime returns once it has read the host
+// memory (a driver may stage the bytes and copy them in the stream's order) or, to the host, once
+// the copy is done; the synchronisation after it then finds the stream idle (or waits for the
+// staged copy) and reports a failed kernel. On OpenCL that is one round trip to the device where a
+// synchronisation and a copy on another queue were two when work was queued. Emulated device
+// memory is host memory, so a transfer is a memcpy; large ones are split across PyTorch's intra-op
+// threads, as a CPU-to-CPU copy is, to reach the same bandwidth. (A driver moves the data with DMA
+// engines instead; one fooMemcpyAsync would do.)
+void transfer(void* dst, const void* src, size_t count, fooMemcpyKind kind, bool non_blocking = false) {
   constexpr int64_t kChunk = int64_t{256} << 10;
-  note_synchronization();
-  FOO_CHECK(fooStreamSynchronize(current_stream())); // queued work may use the memory
-  raise_deferred_error();
+  const fooStream_t stream = current_stream();
   if (static_cast<int64_t>(count) < 2 * kChunk || at::get_num_threads() == 1) {
-    FOO_CHECK(fooMemcpy(dst, src, count, kind));
+    const bool wait = kind == fooMemcpyDeviceToHost || !non_blocking;
+    if (wait) {
+      note_synchronization();
+    }
+    FOO_CHECK(fooMemcpyAsync(dst, src, count, kind, stream));
+    if (wait) { // a staged copy to the device may still run; and a failed kernel is reported here
+      FOO_CHECK(fooStreamSynchronize(stream));
+      raise_deferred_error();
+    }
     return;
   }
+  note_synchronization();
+  FOO_CHECK(fooStreamSynchronize(stream)); // queued work may use the memory
+  raise_deferred_error();
   auto* to = static_cast<char*>(dst);
   const auto* from = static_cast<const char*>(src);
   at::parallel_for(0, static_cast<int64_t>(count), kChunk, [&](int64_t begin, int64_t end) {
@@ -164,7 +181,7 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
     copy_pinned_async(dst.data_ptr(), host.const_data_ptr(), nbytes(dst), fooMemcpyHostToDevice, host);
     return;
   }
-  transfer(dst.data_ptr(), host.const_data_ptr(), nbytes(dst), fooMemcpyHostToDevice);
+  transfer(dst.data_ptr(), host.const_data_ptr(), nbytes(dst), fooMemcpyHostToDevice, non_blocking);
 }
 
 void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {

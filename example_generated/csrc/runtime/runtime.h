@@ -234,7 +234,9 @@ FOO_API fooError_t fooFreeHost(void* ptr);
 // threads may call it at once on disjoint ranges, which is how large transfers use all cores.
 // fooMemcpyAsync is ordered on `stream`. With pinned host memory it returns at once and the copy
 // runs with the stream; with pageable host memory it returns once the host memory is no longer
-// needed (the copy has been done), as a driver staging pageable memory does.
+// needed: to the host, once the copy has been done; from the host, once the bytes have been read,
+// which a driver may do by copying them into a staging buffer of its own and moving them to the
+// device later in the stream's order (as CUDA's driver does with small copies).
 FOO_API fooError_t fooMemcpy(void* dst, const void* src, size_t count, fooMemcpyKind kind);
 FOO_API fooError_t fooMemcpyAsync(
     void* dst,

@@ -216,9 +216,10 @@ void record_device(
   append(r);
 }
 
-void record_host_copy(fooMemcpyKind kind, int device, uint32_t stream, uint64_t bytes, uint64_t start) {
+void record_host_copy(
+    fooMemcpyKind kind, int device, uint32_t stream, uint64_t bytes, uint64_t start, uint32_t stream_flags) {
   if (const Tag* tag = device_tag(fooActivityKindMemcpy, copy_name(kind), device, kind)) {
-    record_device(*tag, fooActivityKindMemcpy, device, stream, 0, bytes, start, driver::timestamp());
+    record_device(*tag, fooActivityKindMemcpy, device, stream, stream_flags, bytes, start, driver::timestamp());
   }
 }
 

@@ -84,8 +84,10 @@ inline const char* copy_name(fooMemcpyKind kind) {
 }
 
 // A copy the calling thread ran itself, from `start` until now: a synchronous copy (stream 0) or a
-// copy from or to pageable memory, in the order of `stream`.
-void record_host_copy(fooMemcpyKind kind, int device, uint32_t stream, uint64_t bytes, uint64_t start);
+// copy from or to pageable memory, in the order of `stream` (`stream_flags`: fooActivityFlagDefaultStream
+// if it is its device's default stream, whose track the profiler names so).
+void record_host_copy(
+    fooMemcpyKind kind, int device, uint32_t stream, uint64_t bytes, uint64_t start, uint32_t stream_flags = 0);
 
 // A host thread waiting for a stream, an event or a device.
 class SyncScope {

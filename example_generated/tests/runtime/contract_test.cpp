@@ -288,6 +288,43 @@ void test_pinned_memory() {
   EXPECT_CODE(fooFreeHost(pinned), fooErrorInvalidValue);
 }
 
+// An asynchronous copy from pageable memory returns once the memory may be reused: the caller may
+// overwrite it at once, even while the stream is still busy (a driver may stage the bytes, OpenCL's
+// up to 256 KiB, and copy them later in the stream's order). More copies than a driver has staging
+// buffers, of sizes on both sides of its limit, each into its own part of the allocation.
+void test_pageable_copies_may_reuse_the_memory_at_once() {
+  constexpr size_t kSizes[] = {4, 4096, 65536, 256 << 10, (256 << 10) + 4096};
+  constexpr int kRounds = 8;
+  size_t total = 0;
+  for (const size_t size : kSizes) {
+    total += size * kRounds;
+  }
+  char* device = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&device), total));
+  OK(fooMemsetAsync(device, 0, total, nullptr));
+  OK(launch_sleep(100000, nullptr)); // the copies queue behind it (or wait for it)
+  std::vector<char> expected(total);
+  std::vector<char> pageable;
+  size_t at = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    for (const size_t size : kSizes) {
+      pageable.assign(size, static_cast<char>(1 + round * 7 + size % 5));
+      std::memcpy(expected.data() + at, pageable.data(), size);
+      OK(fooMemcpyAsync(device + at, pageable.data(), size, fooMemcpyHostToDevice, nullptr));
+      std::memset(pageable.data(), 0x55, size); // reused at once
+      at += size;
+    }
+  }
+  // A later fill of the first bytes runs after the copies, in the stream's order.
+  OK(fooMemsetAsync(device, 9, 4, nullptr));
+  std::memset(expected.data(), 9, 4);
+  std::vector<char> back(total, 0);
+  OK(fooMemcpyAsync(back.data(), device, total, fooMemcpyDeviceToHost, nullptr));
+  EXPECT(back == expected); // pageable to the host: done when the call returns
+  OK(fooStreamQuery(nullptr));
+  OK(fooFree(device));
+}
+
 void test_streams() {
   fooStream_t a = nullptr;
   fooStream_t b = nullptr;
@@ -872,6 +909,7 @@ int main() {
   test_devices();
   test_memory();
   test_pinned_memory();
+  test_pageable_copies_may_reuse_the_memory_at_once();
   test_streams();
   test_launches();
   test_typed_launches();

@@ -118,8 +118,9 @@ class WorkerScope {
 // Resolves a handle (never null here): the stream, or null for an unknown handle.
 Stream* stream_from_handle(fooStream_t handle);
 int stream_device_of(const Stream* stream);
-// [tracing] The id tracing records give the stream.
+// [tracing] The id tracing records give the stream, and their flags (fooActivityFlagDefaultStream).
 uint32_t stream_trace_id_of(const Stream* stream);
+uint32_t stream_trace_flags_of(const Stream* stream);
 // [tracing] The tag of work of `kind` enqueued on `stream` now (null while it is not traced).
 inline const tracing::Tag* trace_tag(const Stream* stream, fooActivityKind kind, const char* name, int detail = 0) {
   return tracing::any_enabled() ? tracing::make_tag(kind, name, stream_device_of(stream), detail) : nullptr;

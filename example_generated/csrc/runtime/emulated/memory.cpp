@@ -535,7 +535,8 @@ fooError_t memcpy_async(void* dst, const void* src, size_t count, fooMemcpyKind 
     const uint64_t start = tracing::any_enabled() ? timestamp() : 0; // [tracing]
     std::memcpy(dst, src, count);
     if (start != 0) { // [tracing] the copy ran on this thread, in the stream's order
-      tracing::record_host_copy(kind, stream_device_of(s), stream_trace_id_of(s), count, start);
+      tracing::record_host_copy(
+          kind, stream_device_of(s), stream_trace_id_of(s), count, start, stream_trace_flags_of(s));
     }
     return fooSuccess;
   }

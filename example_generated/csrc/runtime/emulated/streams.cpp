@@ -339,6 +339,10 @@ uint32_t stream_trace_id_of(const Stream* stream) {
   return stream->id;
 }
 
+uint32_t stream_trace_flags_of(const Stream* stream) {
+  return stream->is_default ? fooActivityFlagDefaultStream : 0;
+}
+
 uint64_t enqueue(Stream* s, Task&& task, const tracing::Tag* tag, void (*on_position)(void*, uint64_t), void* context) {
   if (Capture* capture = capturing(s); __builtin_expect(capture != nullptr, 0)) { // recorded, not run
     capture_task(capture, s, std::move(task));
