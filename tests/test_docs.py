@@ -191,6 +191,8 @@ NAMED_BUT_NOT_GENERATED = {
         "FOO_OPENCL_FP32_CORRECTLY_ROUNDED": "csrc/runtime/opencl/select.h (driver=opencl)",
         "FOO_OPENCL_LIBRARY": "csrc/runtime/opencl/loader.cpp (driver=opencl)",
         "loader.cpp": "csrc/runtime/opencl/loader.cpp (driver=opencl)",
+        "FOO_OPENCL_COMMAND_BUFFERS": "csrc/runtime/opencl/command_buffers.cpp (driver=opencl)",
+        "command_buffers.cpp": "csrc/runtime/opencl/command_buffers.cpp (driver=opencl)",
     },
     "porting.md": {"FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)"},
     "questions.md": {"FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl)"},

@@ -153,7 +153,9 @@ class TestOpenCLDriver:
     allows, built alone, and their tests run by ctest on the default device and on two PoCL devices
     (contract_opencl, contract_opencl_two_devices, kernels_opencl, kernels_opencl_two_devices, and
     the same for each feature's kernels: OPENCL_KERNEL_PARTS), and the library's tests once more as on
-    a device without cl_khr_fp64 (kernels_opencl_no_fp64, kernels_opencl_<part>_no_fp64). With a
+    a device without cl_khr_fp64 (kernels_opencl_no_fp64, kernels_opencl_<part>_no_fp64), and the
+    contract with graphs' command buffers off and required (contract_opencl_no_command_buffers,
+    contract_opencl_command_buffers). With a
     cold PoCL kernel cache CLBlast's kernels take minutes to build (docs/opencl.md); warm, the whole
     run takes about two minutes."""
 
@@ -174,6 +176,7 @@ class TestOpenCLDriver:
             case.get("name"): case.get("status") for case in ElementTree.parse(report).getroot().iter("testcase")
         }
         expected = {"contract_opencl", "contract_opencl_two_devices"}
+        expected |= {"contract_opencl_no_command_buffers", "contract_opencl_command_buffers"}
         for part in ("", *(f"_{part}" for part in OPENCL_KERNEL_PARTS)):
             expected |= {f"kernels_opencl{part}{suffix}" for suffix in ("", "_two_devices", "_no_fp64")}
         expected.add("kernels_opencl_blas_clblast")  # products through CLBlast, not our kernels for CPU devices
