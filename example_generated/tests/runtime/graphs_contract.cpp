@@ -377,8 +377,107 @@ void test_stale_graph_handles() {
   OK(fooStreamDestroy(s));
 }
 
+// A graph of only kernels, device-to-device copies and fills, captured on one stream (what a driver
+// may run as one device-side command list, as the OpenCL driver does on cl_khr_command_buffer):
+// each launch runs all of it in order with the captured parameters, on the stream it is given and on
+// others; a raised ErrorFlag fails the synchronisation after every launch that raises it.
+void test_kernel_only_graph() {
+  fooStream_t s = nullptr;
+  fooStream_t other = nullptr;
+  OK(fooStreamCreate(&s));
+  OK(fooStreamCreate(&other));
+  constexpr int kStamps = 20;
+  constexpr size_t n = 1000;
+  int* counter = nullptr;
+  unsigned char* a = nullptr;
+  unsigned char* b = nullptr;
+  OK(fooMalloc(reinterpret_cast<void**>(&counter), (kStamps + 1) * sizeof(int)));
+  OK(fooMalloc(reinterpret_cast<void**>(&a), 2 * n));
+  OK(fooMalloc(reinterpret_cast<void**>(&b), n));
+  OK(fooMemsetAsync(counter, 0, (kStamps + 1) * sizeof(int), s));
+  OK(fooMemsetAsync(a, 0, 2 * n, s));
+  OK(fooStreamSynchronize(s));
+  OK(fooStreamBeginCapture(s, fooStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kStamps; ++i) {
+    OK(stamp(counter, counter + 1 + i, s));
+  }
+  unsigned char value = 5;
+  OK(test_launch_fill(fooDim3{4, 1, 1}, fooDim3{64, 1, 1}, a, value, n, s));
+  value = 9; // changes nothing: the capture copied the arguments
+  OK(fooMemcpyAsync(a + n, a, n, fooMemcpyDeviceToDevice, s)); // the fill's bytes
+  OK(fooMemsetAsync(a + 10, 3, 20, s)); // after the copy: only the first half
+  OK(fooMemcpyAsync(b, a, n, fooMemcpyDeviceToDevice, s));
+  OK(test_launch_trap(fooDim3{2, 1, 1}, 0, "never raised", s));
+  fooGraph_t graph = nullptr;
+  OK(fooStreamEndCapture(s, &graph));
+  size_t nodes = 0;
+  OK(fooGraphGetNodeCount(graph, &nodes));
+  EXPECT(nodes == kStamps + 5);
+  fooGraphExec_t exec = nullptr;
+  OK(fooGraphInstantiate(&exec, graph));
+  OK(fooGraphDestroy(graph));
+  OK(fooStreamSynchronize(s));
+  EXPECT(read_ints(counter, 1)[0] == 0); // recorded, not run
+  for (int launch = 0; launch < 3; ++launch) {
+    OK(fooGraphLaunch(exec, s));
+  }
+  OK(fooStreamSynchronize(s));
+  auto values = read_ints(counter, kStamps + 1);
+  EXPECT(values[0] == 3 * kStamps);
+  for (int i = 0; i < kStamps; ++i) {
+    EXPECT(values[1 + i] == 2 * kStamps + i); // the last launch's stamps, in order
+  }
+  std::vector<unsigned char> bytes(2 * n);
+  std::vector<unsigned char> copied(n);
+  OK(fooMemcpy(bytes.data(), a, 2 * n, fooMemcpyDeviceToHost));
+  OK(fooMemcpy(copied.data(), b, n, fooMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char first = i >= 10 && i < 30 ? 3 : 5;
+    if (bytes[i] != first || bytes[n + i] != 5 || copied[i] != first) {
+      std::fprintf(
+          stderr, "byte %zu: %d %d %d, expected %d 5 %d\n", i, bytes[i], bytes[n + i], copied[i], first, first);
+      ++failures;
+      break;
+    }
+  }
+  // On two other streams in turn: launches of one executable graph are serialised.
+  OK(fooGraphLaunch(exec, other));
+  OK(fooGraphLaunch(exec, nullptr));
+  OK(fooGraphLaunch(exec, other));
+  OK(fooStreamSynchronize(other));
+  values = read_ints(counter, kStamps + 1);
+  EXPECT(values[0] == 6 * kStamps && values[kStamps] == 6 * kStamps - 1);
+  OK(fooGraphExecDestroy(exec));
+
+  // A graph whose kernel raises its ErrorFlag: every launch's failure is reported, with its message.
+  OK(fooStreamBeginCapture(s, fooStreamCaptureModeThreadLocal));
+  OK(stamp(counter, counter + 1, s));
+  OK(stamp(counter, counter + 2, s));
+  OK(test_launch_trap(fooDim3{2, 1, 1}, 1, "graph trap 31", s));
+  OK(fooStreamEndCapture(s, &graph));
+  OK(fooGraphInstantiate(&exec, graph));
+  OK(fooGraphDestroy(graph));
+  OK(fooMemsetAsync(counter, 0, sizeof(int), s));
+  for (int launch = 0; launch < 2; ++launch) {
+    OK(fooGraphLaunch(exec, s));
+    EXPECT_CODE(fooStreamSynchronize(s), fooErrorLaunchFailure);
+    EXPECT(std::strstr(fooGetLastErrorMessage(), "graph trap 31") != nullptr);
+    OK(fooStreamSynchronize(s));
+  }
+  values = read_ints(counter, 3);
+  EXPECT(values[0] == 4 && values[1] == 2 && values[2] == 3); // the last launch's stamps
+  OK(fooGraphExecDestroy(exec));
+
+  OK(fooFree(b));
+  OK(fooFree(a));
+  OK(fooFree(counter));
+  OK(fooStreamDestroy(other));
+  OK(fooStreamDestroy(s));
+}
+
 void test_graphs() {
   test_capture_and_replay();
+  test_kernel_only_graph();
   test_stale_graph_handles();
   test_captured_parameters_and_copies();
   test_captured_native_work();
