@@ -178,6 +178,9 @@ NAMED_BUT_NOT_GENERATED = {
     # <Feature>Bindings.cpp: the pattern of the features' binding files, not a file.
     "development.md": {"csrc/python/<Feature>Bindings.cpp": "a pattern", "Bindings.cpp": "the same"},
     "build-speed.md": {"Bindings.cpp": "the pattern <Feature>Bindings.cpp"},
+    "integration/compile.md": {
+        "FOO_OPENCL_DEVICES": "csrc/runtime/opencl/select.h (driver=opencl): the OpenCL path's measurements",
+    },
     # The OpenCL driver's names: a render with driver=opencl has them, the example (emulated) does not.
     "opencl.md": {
         "fooOpenCLNoDeviceReason": "csrc/runtime/opencl/devices.cpp (driver=opencl)",
@@ -217,6 +220,9 @@ def in_place_of_a_feature() -> set[str]:
         for path in feature.paths
         if any(Path(other) in Path(path).parents for other in paths)
     }
+    # As the docs name them for foo: `{{ package_name }}/_inductor/opencl_scheduling.py` is torch_foo/...
+    package = facts.derived_names("foo")["package_name"]
+    paths |= {path.replace("{{ package_name }}", package) for path in paths}
     return paths | {Path(path).name for path in paths}
 
 

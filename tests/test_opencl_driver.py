@@ -70,27 +70,15 @@ def test_an_emulated_render_has_no_opencl_driver(render):
     assert "set(DRIVER emulated)" in (root / "CMakeLists.txt").read_text()
 
 
-def test_an_opencl_render_refuses_the_features_whose_kernels_the_opencl_library_lacks(render):
-    with pytest.raises(ValueError) as error:
-        render("foo", driver="opencl")  # the full preset: every feature on
-    message = str(error.value)
-    assert "--data compile=false" in message, message
-    assert "compile: Inductor does not emit OpenCL C yet" in message
-    # no kernels of their own, or kernels the OpenCL library has
-    for feature in (
-        "native_operators",
-        "custom_op",
-        "kernel_families",
-        "distributed",
-        "profiler",
-        "graphs",
-        "backend_meta",
-    ):
-        assert feature not in message, message
-    with pytest.raises(
-        ValueError, match=r"cannot render with compile on \(compile: Inductor does not emit OpenCL C yet\)"
-    ):
-        render("foo", preset="minimal", driver="opencl", compile=True)
+def test_an_opencl_render_has_every_feature_and_compiles_to_opencl_c(render):
+    """Nothing is refused with driver=opencl: compile renders Inductor's OpenCL C code generator in
+    place of the emulated device's C++ one (choice_paths)."""
+    root = render("foo", driver="opencl")  # the full preset: every feature on
+    inductor = root / "torch_foo" / "_inductor"
+    assert (inductor / "opencl_scheduling.py").exists() and (inductor / "opencl_kernels.py").exists()
+    assert not (inductor / "scheduling.py").exists() and not (inductor / "kernels.py").exists()
+    assert '"OpenCLScheduling"' in (inductor / "__init__.py").read_text()
+    assert "opencl_kernels" in (inductor / "wrapper.py").read_text()
 
 
 # The OpenCL kernels and C++ tests each feature with kernels adds to the OpenCL operator library.
@@ -137,9 +125,8 @@ def test_an_opencl_render_builds_the_whole_extension(render):
 
 # The answers of the OpenCL variant that `make test` builds (TestOpenCLDriver: its driver and
 # operator library alone under ctest; TestOpenCLBackend: the extension and its whole generated suite):
-# every feature, which all render with driver=opencl but compile (refused until Inductor emits
-# OpenCL C).
-OPENCL_SUITE_ANSWERS = {"preset": "custom", "driver": "opencl", "compile": False}
+# every feature, compile included (Inductor's OpenCL C kernels; tests/test_compile.py is slow).
+OPENCL_SUITE_ANSWERS = {"preset": "custom", "driver": "opencl"}
 
 # The operator library's tests of each feature's kernels, which the render has (ctest runs each as
 # kernels_opencl_<part>, _two_devices and _no_fp64).
