@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "../runtime/runtime.h"
+
 #include <c10/core/Device.h>
 
 #include "../compat/TorchCompat.h"
@@ -52,5 +54,29 @@ size_t param_count(const CompiledKernel& kernel);
 // before this returns); returns at once. A failure inside the kernel is reported at the next
 // synchronisation with the stream, as for every kernel.
 void launch_compiled_kernel(const CompiledKernel& kernel, c10::DeviceIndex device, const KernelParam* params);
+
+// Kernels in the device's own language (OpenCL C on the OpenCL driver), built from source with the
+// device compiler's `options` through fooModuleLoadData, once per process for each source and
+// options (the driver and the device compiler keep their own caches across processes). The kernel
+// `name` takes `param_count` typed arguments and runs in work-groups of `work_group` work-items.
+// Raises with the build log if the source does not build.
+const CompiledKernel* load_compiled_source(
+    const std::string& source,
+    const std::string& options,
+    const std::string& name,
+    size_t param_count,
+    uint32_t work_group);
+
+// The ErrorFlags after a source kernel's own arguments: an integer division by zero, an index out of bounds.
+inline constexpr size_t kCompiledKernelFlags = 2;
+
+// Launches a kernel load_compiled_source returned on the current stream of `device` with its
+// param_count typed arguments and kCompiledKernelFlags ErrorFlags after them (in `args`;
+// fooLaunchKernelArgs: Buffer for device addresses, Value for scalars), one work-item
+// per index in [0, work_items) rounded up to whole work-groups (the kernel checks its bound); a
+// launch of no work-items enqueues nothing.
+void launch_compiled_kernel_args(
+    const CompiledKernel& kernel, c10::DeviceIndex device, int64_t work_items, const fooKernelArg* args);
+size_t work_group(const CompiledKernel& kernel);
 
 } // namespace torch_foo

@@ -60,6 +60,16 @@ bool fused_kernel_supports(
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.is_nested() || k.is_nested() || v.is_nested()) {
     return false;
   }
+  // Fake tensors of a graph traced with dynamic shapes (torch.compile) have symbolic sizes, which
+  // size() and numel() refuse: they take the composite path, which the compiler decomposes.
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    if (t->unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+      return false;
+    }
+  }
+  if (mask.has_value() && mask->defined() && mask->unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+    return false;
+  }
   if (!kernel_dtype(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) {
     return false;
   }

@@ -1,7 +1,6 @@
 """TorchInductor for foo devices: the code generation torch.compile uses for graphs on the device.
 
 Inductor looks up three things by device type, all registered by ``register()``:
-
 - a scheduling, which generates kernels (scheduling.py: Inductor's C++ scheduling, each kernel with
   a device entry point);
 - wrapper code generators, which write the Python that allocates buffers and launches kernels
@@ -16,26 +15,33 @@ module, needs all of them, registers no op overrides, and leaves the scheduler r
 undone.)
 """
 
+import importlib
+
 from .. import _compat
 
 _DEVICE_TYPE = "foo"
+# The driver's scheduling (module, class) and whether its kernels are Inductor's C++ kernels.
+_SCHEDULING = (".scheduling", "FooScheduling")
+_CPP_KERNELS = True
 
 
 def register() -> None:
     register_backend_for_device = _compat.resolve("inductor.register_backend_for_device")
     register_device_op_overrides = _compat.resolve("inductor.register_device_op_overrides")
 
-    from .scheduling import FooScheduling
+    scheduling = getattr(importlib.import_module(_SCHEDULING[0], __name__), _SCHEDULING[1])
     from .wrapper import CPP_WRAPPER, FX_WRAPPER, FooDeviceOpOverrides, FooWrapperCodegen
 
     register_backend_for_device(
         _DEVICE_TYPE,
-        FooScheduling,
+        scheduling,
         FooWrapperCodegen,
         device_cpp_wrapper_codegen=CPP_WRAPPER,
         device_fx_wrapper_codegen=FX_WRAPPER,
     )
     register_device_op_overrides(_DEVICE_TYPE, FooDeviceOpOverrides())
+    if not _CPP_KERNELS:
+        return
     # Inductor's scheduler skips loop reordering, reindexing and index inversion for C++ kernels, whose
     # loop groups have another shape than Triton's, by asking ``node.is_cpu()``. The device's kernels
     # come from the C++ scheduling too, so its nodes answer yes there (every other node gets torch's

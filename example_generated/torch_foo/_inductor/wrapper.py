@@ -5,8 +5,8 @@ kernels (matmul, convolution and fallbacks, as ``torch.ops.aten`` calls that dis
 device's own kernels) and calls the kernels the scheduling generated. Inductor's Python wrapper
 knows how to call those only for CPU and GPU devices, so this subclass decides the rest:
 
-- kernel calls become ``launch_kernel(kernel, device index, args...)`` (kernels.py), a launch on the
-  current stream of the device;
+- kernel calls become ``launch_kernel(kernel, device index, args...)`` (kernels.py), a launch on
+  the current stream of the device;
 - buffers are allocated on the graph's device index (Inductor writes a bare device type, which
   would mean the current device);
 - streams that user code entered inside the compiled region (``with torch.foo.stream(s)``)
@@ -26,6 +26,8 @@ from typing import Any
 from .. import _compat
 from .scheduling import device_kernel_definition
 
+_KERNELS = "kernels"
+
 config = _compat.resolve("inductor.config")
 DeviceOpOverrides = _compat.resolve("inductor.DeviceOpOverrides")
 PythonWrapperCodegen = _compat.resolve("inductor.PythonWrapperCodegen")
@@ -44,7 +46,7 @@ class _DeviceKernelCalls:
 
     def write_header(self) -> None:
         super().write_header()
-        self.imports.writeline(f"from {_MODULE}._inductor.kernels import compile_kernel, launch_kernel")
+        self.imports.writeline(f"from {_MODULE}._inductor.{_KERNELS} import compile_kernel, launch_kernel")
 
     @contextlib.contextmanager
     def defining_device_kernels(self) -> Iterator[None]:
@@ -139,7 +141,8 @@ CPP_WRAPPER = UnsupportedFooWrapper(
     "PrivateUse1 device. Compile with the default Python wrapper.",
 )
 FX_WRAPPER = UnsupportedFooWrapper(
-    "the FX wrapper (fx_wrapper=True)", "it calls Triton kernels, and this device's kernels are C++."
+    "the FX wrapper (fx_wrapper=True)",
+    "it calls Triton kernels, and this device's kernels are C++.",
 )
 
 
