@@ -198,7 +198,8 @@ class TestOpenCLBackend:
     devices with two workers: the collectives over Gloo through pinned staging buffers, the profiler's
     device timeline, graphs and the fallback sweep's fast subset on the OpenCL driver (the OpInfo
     tests and distributed training are slow tests: docs/opencl.md has their run). What the suite
-    skips there is the emulated device's own mechanisms (emulated_driver) and what PyTorch refuses."""
+    skips there is the emulated device's own mechanisms (emulated_driver) and what PyTorch refuses.
+    Then tests/test_compile.py (a slow file): torch.compile with Inductor emitting OpenCL C."""
 
     def test_the_suite_passes_on_two_devices(self, render, monkeypatch):
         require_opencl()
@@ -226,3 +227,10 @@ class TestOpenCLBackend:
             assert module in ran, f"no test of {module} ran"
         reasons = [skip.get("message", "") for case in cases for skip in case.iter("skipped")]
         assert not [reason for reason in reasons if "needs two foo devices" in reason], reasons
+        # torch.compile's tests, slow on every driver (the example runs them on the emulated device):
+        # here Inductor's OpenCL C kernels, about a minute with PoCL's kernel cache warm.
+        code = project.run_tests(root, "tests/test_compile.py", "-n", "2")
+        assert code == 0, project.failure_summary(root)
+        cases = list(ElementTree.parse(root / project.RESULTS_FILE).getroot().iter("testcase"))
+        passed = [case for case in cases if case.find("skipped") is None and case.find("failure") is None]
+        assert len(passed) >= 30, f"only {len(passed)} compile tests ran on OpenCL"
