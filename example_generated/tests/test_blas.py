@@ -72,6 +72,9 @@ def test_edge_cases_follow_the_cpu(device):
             torch.arange(6, device=d).view(2, 3), torch.arange(6, device=d).view(3, 2)
         ),
         "out=": lambda d: torch.mm(a.to(d), b.to(d), out=torch.empty(2, 3, device=d)),
+        "out= resized": lambda d: torch.addmm(
+            torch.ones(3, device=d), a.to(d), b.to(d), beta=2, out=torch.empty(0, device=d)
+        ),
         "in place": lambda d: torch.ones(2, 3, device=d).addmm_(a.to(d), b.to(d), alpha=2),
     }
     for name, case in cases.items():
@@ -112,6 +115,9 @@ def test_linear_gradients_equal_the_cpus(device):
             torch.ones(2, 3, 2, device=d),
         ),
         lambda d: torch.bmm(torch.ones(2, 3, device=d), torch.ones(2, 3, 2, device=d)),
+        lambda d: torch.bmm(
+            torch.ones(1, 2, 3, device=d), torch.ones(1, 3, 2, device=d), out=torch.empty(1, 2, 2, device=d).double()
+        ),
     ],
     ids=[
         "shapes",
@@ -124,6 +130,7 @@ def test_linear_gradients_equal_the_cpus(device):
         "batched_dtypes",
         "batched_bias_dtype",
         "not_a_batch",
+        "out_dtype",
     ],
 )
 def test_errors_match_the_cpus(device, case):
@@ -143,6 +150,8 @@ def test_products_run_on_the_device(run_python):
         "layer(x).sum().backward()\n"
         "b = torch.randn(2, 8, 8, device='foo')\n"
         "torch.baddbmm(b, b, b); b @ b\n"
+        "torch.bmm(b, b, out=torch.empty_like(b)); torch.mm(b[0], b[0], out=torch.empty_like(b[0]))\n"
+        "torch.addmm(b[0], b[0], b[0], out=torch.empty_like(b[0])); torch.baddbmm(b, b, b, out=torch.empty_like(b))\n"
         "print(torch_foo.fallback_ops())\n"
     )
     result = run_python(code)

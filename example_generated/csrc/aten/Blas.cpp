@@ -7,10 +7,13 @@
 // the device raises the CPU's errors under every torch release), allocates the result that function
 // describes and lays the bias into it; the operator library multiplies (fooOpGemm: on
 // hardware, the vendor's BLAS, as cuBLAS is CUDA's). Integer and mixed dtypes, complex factors,
-// dtypes the library reports it does not multiply, and the out= and in-place variants run on the CPU
-// fallback, which raises what the CPU raises where the CPU refuses them.
+// dtypes the library reports it does not multiply, and the in-place variants run on the CPU fallback,
+// which raises what the CPU raises where the CPU refuses them. The out= variants run on the device
+// too: torch.compile's generated code calls them for every product (extern_kernels.mm(a, b, out=buf)),
+// which would otherwise leave a compiled model's products to the host.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
@@ -149,6 +152,35 @@ at::Tensor multiply(
   return run_on_cpu<Op>(args...);
 }
 
+// The out= variant of Op: the product on the device into a new result, copied into `out` (resized
+// as the CPU's kernel resizes it; `out` may alias an operand, which the new result leaves intact
+// until the copy), when the device multiplies these operands and `out` has their dtype; else OutOp
+// on the CPU fallback, which raises the CPU's errors. `args` are the functional operator's.
+template <typename OutOp, typename Meta, typename... Args>
+at::Tensor& multiply_into(
+    at::Tensor& out,
+    const at::Tensor& a,
+    const at::Tensor& b,
+    const at::Tensor* bias,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    const Args&... args) {
+  check_same_device(a, b);
+  if (bias != nullptr) {
+    check_same_device(*bias, b);
+  }
+  check_same_device(out, a);
+  if (out.scalar_type() == a.scalar_type() && on_device(a, b, bias, beta, alpha)) {
+    const Checked<Meta> checked(args...);
+    if (product(checked.result(), a, b, bias, beta, alpha)) {
+      at::native::resize_output(out, checked.result().sizes());
+      out.copy_(checked.result());
+      return out;
+    }
+  }
+  return run_on_cpu<OutOp>(args..., out);
+}
+
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   return multiply<at::_ops::mm, at::meta::structured_mm>(self, mat2, nullptr, 0, 1, self, mat2);
 }
@@ -177,6 +209,36 @@ at::Tensor baddbmm(
       batch1, batch2, &self, beta, alpha, self, batch1, batch2, beta, alpha);
 }
 
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  return multiply_into<at::_ops::mm_out, at::meta::structured_mm>(out, self, mat2, nullptr, 0, 1, self, mat2);
+}
+
+at::Tensor& addmm_out(
+    const at::Tensor& self,
+    const at::Tensor& mat1,
+    const at::Tensor& mat2,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    at::Tensor& out) {
+  return multiply_into<at::_ops::addmm_out, at::meta::structured_addmm>(
+      out, mat1, mat2, &self, beta, alpha, self, mat1, mat2, beta, alpha);
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  return multiply_into<at::_ops::bmm_out, at::meta::structured_bmm>(out, self, mat2, nullptr, 0, 1, self, mat2);
+}
+
+at::Tensor& baddbmm_out(
+    const at::Tensor& self,
+    const at::Tensor& batch1,
+    const at::Tensor& batch2,
+    const at::Scalar& beta,
+    const at::Scalar& alpha,
+    at::Tensor& out) {
+  return multiply_into<at::_ops::baddbmm_out, at::meta::structured_baddbmm>(
+      out, batch1, batch2, &self, beta, alpha, self, batch1, batch2, beta, alpha);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -184,6 +246,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", addmm);
   m.impl("bmm", bmm);
   m.impl("baddbmm", baddbmm);
+  m.impl("mm.out", mm_out);
+  m.impl("addmm.out", addmm_out);
+  m.impl("bmm.out", bmm_out);
+  m.impl("baddbmm.out", baddbmm_out);
 }
 
 } // namespace torch_foo
