@@ -136,6 +136,7 @@ def test_only_compat_changes_torch():
     changes = [text for _, text in torch_objects_changed(ast.parse(Path(_compat.__file__).read_text()))]
     assert any(text.startswith("setattr(sys.modules[") for text in changes), changes
     assert "options._resolve_auto_acc_dtype" in changes, changes
+    assert "setattr(torch.nn.Module, name, _ModuleMethod(method, name))" in changes, changes
     assert "node_class.is_cpu" in changes, changes
 
 

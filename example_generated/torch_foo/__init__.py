@@ -198,28 +198,7 @@ def _register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-        setattr(torch.nn.Module, BACKEND_NAME, _ModuleMethod(getattr(torch.nn.Module, BACKEND_NAME)))
-
-
-class _ModuleMethod:
-    """`Module.foo(device=None)`, the method torch generates for the backend, except that a
-    submodule of the same name comes first. A class attribute hides `Module.__getattr__`, which
-    finds submodules: without this, `self.foo` in a model that assigned a submodule of that
-    name (`self.mlp = MLP(...)` in GPT-2's blocks, for a backend named mlp) would be the method, and
-    the model's forward would move the module to a device named by its input. (Parameters and
-    buffers of that name torch refuses, as for `cuda`: "attribute already exists".)"""
-
-    def __init__(self, method):
-        self.method = method
-        self.__doc__ = method.__doc__
-
-    def __get__(self, module, owner=None):
-        if module is None:
-            return self.method
-        submodules = module.__dict__.get("_modules")
-        if submodules is not None and BACKEND_NAME in submodules:
-            return submodules[BACKEND_NAME]
-        return self.method.__get__(module, owner)
+        _compat.let_submodules_hide_the_module_method(BACKEND_NAME)
 
 
 _register()

@@ -686,6 +686,35 @@ def linear_cross_entropy_as_cpu(name: str) -> None:
     options._resolve_auto_acc_dtype = staticmethod(resolve_as_cpu)
 
 
+class _ModuleMethod:
+    """`Module.<name>(device=None)` as torch generated it, except that a submodule of that name comes first."""
+
+    def __init__(self, method: Any, name: str):
+        self.__wrapped__ = method
+        self.__doc__ = method.__doc__
+        setattr(self, _MARK, name)
+
+    def __get__(self, module: Any, owner: Any = None) -> Any:
+        if module is None:
+            return self.__wrapped__
+        submodules = module.__dict__.get("_modules")
+        name = getattr(self, _MARK)
+        if submodules is not None and name in submodules:
+            return submodules[name]
+        return self.__wrapped__.__get__(module, owner)
+
+
+def let_submodules_hide_the_module_method(name: str) -> None:
+    """Wraps `torch.nn.Module.<name>`, the method torch.utils.generate_methods_for_privateuse1_backend
+    adds for the device, so that a submodule of that name comes first: a class attribute hides what
+    `Module.__getattr__` finds, so for a backend named mlp, GPT-2's `self.mlp(x)` would call the
+    method (`module.to(device=x)`). Other modules get torch's method. Idempotent."""
+    method = torch.nn.Module.__dict__[name]
+    if getattr(method, _MARK, None) == name:
+        return
+    setattr(torch.nn.Module, name, _ModuleMethod(method, name))
+
+
 def schedule_device_nodes_as_cpp(device_type: str) -> None:
     """Makes Inductor's scheduler treat `device_type`'s nodes as the CPU's: their kernels come from the
     C++ scheduling (touchpoint inductor.BaseSchedulerNode.is_cpu says why). For every other node the

@@ -13,7 +13,6 @@
 // which would otherwise leave a compiled model's products to the host.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
@@ -153,9 +152,9 @@ at::Tensor multiply(
 }
 
 // The out= variant of Op: the product on the device into a new result, copied into `out` (resized
-// as the CPU's kernel resizes it; `out` may alias an operand, which the new result leaves intact
-// until the copy), when the device multiplies these operands and `out` has their dtype; else OutOp
-// on the CPU fallback, which raises the CPU's errors. `args` are the functional operator's.
+// when it is empty; `out` may alias an operand, which the new result leaves intact until the
+// copy), when the device multiplies these operands and `out` has their dtype; else OutOp on the
+// CPU fallback, which raises the CPU's errors. `args` are the functional operator's.
 template <typename OutOp, typename Meta, typename... Args>
 at::Tensor& multiply_into(
     at::Tensor& out,
@@ -172,8 +171,11 @@ at::Tensor& multiply_into(
   check_same_device(out, a);
   if (out.scalar_type() == a.scalar_type() && on_device(a, b, bias, beta, alpha)) {
     const Checked<Meta> checked(args...);
-    if (product(checked.result(), a, b, bias, beta, alpha)) {
-      at::native::resize_output(out, checked.result().sizes());
+    // An out= of another shape and with elements the CPU resizes with a deprecation warning: the
+    // fallback gives that warning.
+    const bool fits = out.sizes() == checked.result().sizes() || out.numel() == 0;
+    if (fits && product(checked.result(), a, b, bias, beta, alpha)) {
+      out.resize_(checked.result().sizes());
       out.copy_(checked.result());
       return out;
     }

@@ -440,11 +440,13 @@ void test_kernel_only_graph() {
       break;
     }
   }
-  // On two other streams in turn: launches of one executable graph are serialised.
+  // On two other streams in turn: launches of one executable graph are serialised (one at a time, in
+  // an order the contract does not fix between streams), so the last stamp is the last count.
   OK(fooGraphLaunch(exec, other));
   OK(fooGraphLaunch(exec, nullptr));
   OK(fooGraphLaunch(exec, other));
   OK(fooStreamSynchronize(other));
+  OK(fooStreamSynchronize(nullptr));
   values = read_ints(counter, kStamps + 1);
   EXPECT(values[0] == 6 * kStamps && values[kStamps] == 6 * kStamps - 1);
   OK(fooGraphExecDestroy(exec));
