@@ -16,9 +16,9 @@ import warnings
 from functools import partial
 
 import torch
-from common import Row, measure, print_setup, print_table, quick, time_rows
+from common import Row, measure, print_setup, print_table, quick, time_rows, with_async_fallback
 
-import torch_foo
+import torch_foo  # noqa: F401
 
 DEVICE = "foo"
 COPY_SIZES = (64 << 10, 1 << 20, 16 << 20, 64 << 20)
@@ -47,7 +47,7 @@ def dispatch_costs() -> list[Row]:
             measure(
                 f"sin, 4 elements, 100 calls then a synchronisation ({label} CPU fallback)",
                 partial(hundred_sins, cx),
-                with_async_fallback(partial(hundred_sins, dx), enabled),
+                with_async_fallback(DEVICE, partial(hundred_sins, dx), enabled),
             )
         )
     return rows
@@ -58,19 +58,6 @@ def hundred_sins(x: torch.Tensor) -> None:
         torch.sin(x)
     if x.device.type == DEVICE:
         torch.foo.synchronize()
-
-
-def with_async_fallback(fn, enabled: bool):
-    """fn with the asynchronous CPU fallback on or off while it runs, off afterwards."""
-
-    def run():
-        torch_foo.set_async_fallback(enabled)
-        try:
-            return fn()
-        finally:
-            torch_foo.set_async_fallback(False)
-
-    return run
 
 
 def copy_and_synchronize(dst: torch.Tensor, src: torch.Tensor) -> None:

@@ -15,7 +15,7 @@ from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from common import Row, measure, print_setup, print_table, quick, time_rows
+from common import Row, measure, print_setup, print_table, quick, time_rows, with_async_fallback
 
 import torch_foo
 
@@ -115,26 +115,15 @@ def training_costs() -> list[Row]:
     return rows
 
 
-def with_async_fallback(fn, enabled: bool):
-    """fn with the asynchronous CPU fallback on or off while it runs, off afterwards."""
-
-    def run():
-        torch_foo.set_async_fallback(enabled)
-        try:
-            return fn()
-        finally:
-            torch_foo.set_async_fallback(False)
-
-    return run
-
-
 def async_fallback_costs() -> tuple[list[Row], Row]:
     """The CNN's step on the CPU (baseline) and on the device with the asynchronous fallback off, then on;
     and the device's step with it on against off, timed back to back."""
     name = "CNN conv-bn-pool x2, batch 16x3x32x32"
     model, x, target = models()[name]
     cpu = make_step(model, x, target, "cpu")
-    steps = {enabled: with_async_fallback(make_step(model, x, target, DEVICE), enabled) for enabled in (False, True)}
+    steps = {
+        enabled: with_async_fallback(DEVICE, make_step(model, x, target, DEVICE), enabled) for enabled in (False, True)
+    }
     rows = [
         measure(f"CNN step, asynchronous fallback {'on' if enabled else 'off'}", cpu, step, min_seconds=0.2)
         for enabled, step in steps.items()

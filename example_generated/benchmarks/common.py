@@ -146,3 +146,17 @@ def print_setup(device: str) -> None:
     set_cpu_threads(device)
     name = torch.get_device_module(device).get_device_name()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, device {name}")
+
+
+def with_async_fallback(device: str, fn: Callable[[], object], enabled: bool) -> Callable[[], object]:
+    """fn with the device's asynchronous CPU fallback on or off while it runs, off afterwards."""
+    module = torch.get_device_module(device)
+
+    def run() -> object:
+        module.set_async_fallback(enabled)
+        try:
+            return fn()
+        finally:
+            module.set_async_fallback(False)
+
+    return run
