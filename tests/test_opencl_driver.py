@@ -207,9 +207,6 @@ class TestOpenCLBackend:
         project.build(root, jobs=2)
         monkeypatch.setenv("POCL_DEVICES", "pthread pthread")
         monkeypatch.setenv("FOO_OPENCL_DEVICES", "cpu")  # PoCL's, where a GPU would come first
-        # Inductor's on-disk cache does not key on the driver: an emulated foo's compiled module (which
-        # imports torch_foo._inductor.kernels) would be found for this render's graphs.
-        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "build" / "inductor-cache"))
         excluded = [f"--ignore={path}" for path in SUITE_EXCLUDED]
         code = project.run_tests(root, "-m", "not slow", "-n", "2", *excluded)
         assert code == 0, project.failure_summary(root)

@@ -180,6 +180,10 @@ def test_the_device_interface_answers_what_dynamo_and_inductor_ask():
     major, minor = torch_foo.get_device_capability(0)
     assert interface.get_compute_capability(0) == major * 10 + minor
     assert interface.is_bf16_supported() and not interface.is_triton_capable()
+    # Inductor's on-disk cache keys on the code generator: a build of this name with the other driver
+    # must not load these compiled modules.
+    scheduling = ".scheduling.FooScheduling"
+    assert interface.get_cache_system_info() == {"scheduling": scheduling}
     interface.synchronize(0)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import _C, _compat, _version, streams
+from . import _C, _compat, _inductor, _version, streams
 from ._utils import _get_device_index
 from .amp import is_bf16_supported
 from .device import current_device, device_count, get_device_properties, is_available, set_device, synchronize
@@ -99,6 +99,14 @@ class FooInterface(DeviceInterface):
         """Capability as one number (major * 10 + minor), the form Inductor puts in cache keys."""
         major, minor = torch.foo.get_device_capability(device)
         return major * 10 + minor
+
+    @classmethod
+    def get_cache_system_info(cls) -> dict[str, object]:
+        """What Inductor's caches key on for this device (torch 2.15 on; 2.14 never asks): the code
+        generator, the driver's scheduling (_inductor/), so that a build of the same name with the other
+        driver never loads this one's compiled modules from the on-disk cache."""
+        module, name = _inductor._SCHEDULING
+        return {"scheduling": f"{module}.{name}"}
 
     @staticmethod
     def is_triton_capable(device: Any = None) -> bool:

@@ -1,6 +1,7 @@
 // The bindings of torch.compile's kernels (the compile answer): torch_foo/_inductor/kernels.py loads
 // and launches them through these functions.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <c10/util/SmallVector.h>
@@ -11,25 +12,36 @@
 namespace torch_foo {
 namespace {
 
+// The device a launch of `kernel` with `count` arguments runs on: device index `device`, checked,
+// once the count is the kernel's.
+c10::Device launch_device(const CompiledKernel& kernel, int64_t device, size_t count) {
+  TORCH_CHECK(
+      count == param_count(kernel), "compiled kernel: expected ", param_count(kernel), " arguments, got ", count);
+  return c10::Device(c10::DeviceType::PrivateUse1, checked(device));
+}
+
+// The data pointer of argument `i` when it is a tensor, which must be on `expected`; nullopt for any
+// other argument.
+std::optional<void*> tensor_data(pybind11::handle arg, size_t i, const c10::Device& expected) {
+  pybind11::detail::make_caster<at::Tensor> tensor;
+  if (!tensor.load(arg, false)) {
+    return std::nullopt;
+  }
+  const at::Tensor& t = tensor;
+  TORCH_CHECK(t.device() == expected, "compiled kernel: argument ", i, " is on ", t.device(), ", not ", expected);
+  return t.data_ptr();
+}
+
 // torch.compile's kernels (torch_foo/_inductor/kernels.py): launches a loaded kernel on the current
 // stream of `device` with the generated code's arguments, packed into its parameter block.
 void launch_compiled_kernel_with(uintptr_t handle, int64_t device, const pybind11::args& args) {
   const CompiledKernel& kernel = compiled_kernel(handle);
-  TORCH_CHECK(
-      args.size() == param_count(kernel),
-      "compiled kernel: expected ",
-      param_count(kernel),
-      " arguments, got ",
-      args.size());
-  const c10::Device expected(c10::DeviceType::PrivateUse1, checked(device));
+  const c10::Device expected = launch_device(kernel, device, args.size());
   c10::SmallVector<KernelParam, 16> params(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const pybind11::handle arg = args[i];
-    pybind11::detail::make_caster<at::Tensor> tensor;
-    if (tensor.load(arg, false)) {
-      const at::Tensor& t = tensor;
-      TORCH_CHECK(t.device() == expected, "compiled kernel: argument ", i, " is on ", t.device(), ", not ", expected);
-      params[i].pointer = t.data_ptr();
+    if (const std::optional<void*> data = tensor_data(arg, i, expected)) {
+      params[i].pointer = *data;
     } else if (PyLong_Check(arg.ptr())) {
       params[i].integer = arg.cast<int64_t>();
     } else if (PyFloat_Check(arg.ptr())) {
@@ -51,25 +63,16 @@ constexpr char kIndexOutOfBounds[] = "IndexError: an index is out of bounds";
 
 void launch_compiled_source_with(uintptr_t handle, int64_t device, int64_t work_items, const pybind11::args& args) {
   const CompiledKernel& kernel = compiled_kernel(handle);
-  TORCH_CHECK(
-      args.size() == param_count(kernel),
-      "compiled kernel: expected ",
-      param_count(kernel),
-      " arguments, got ",
-      args.size());
-  const c10::Device expected(c10::DeviceType::PrivateUse1, checked(device));
+  const c10::Device expected = launch_device(kernel, device, args.size());
   const size_t count = args.size();
   c10::SmallVector<fooKernelArg, 16> typed(count + kCompiledKernelFlags, fooKernelArg{});
   c10::SmallVector<int64_t, 16> integers(count);
   c10::SmallVector<float, 16> reals(count);
   for (size_t i = 0; i < count; ++i) {
     const pybind11::handle arg = args[i];
-    pybind11::detail::make_caster<at::Tensor> tensor;
-    if (tensor.load(arg, false)) {
-      const at::Tensor& t = tensor;
-      TORCH_CHECK(t.device() == expected, "compiled kernel: argument ", i, " is on ", t.device(), ", not ", expected);
+    if (const std::optional<void*> data = tensor_data(arg, i, expected)) {
       typed[i].kind = fooKernelArgBuffer;
-      typed[i].pointer = t.data_ptr();
+      typed[i].pointer = *data;
     } else if (PyLong_Check(arg.ptr())) {
       integers[i] = arg.cast<int64_t>();
       typed[i].kind = fooKernelArgValue;
