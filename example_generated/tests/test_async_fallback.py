@@ -177,12 +177,19 @@ def test_two_threads_on_their_own_streams(async_fallback):
 
 
 def test_fork_after_asynchronous_calls(run_python):
+    # The fork waits for the queued CPU kernels (the package's before-fork hook): the child finds none in
+    # flight, and so no lock held by a stream's worker that it would wait on forever (it hung, under ASan).
     code = """
         import os, torch, torch_foo
         torch_foo.set_async_fallback(True)
-        x = torch.sinh(torch.ones(8, device="foo"))  # queued, perhaps still running at the fork
+        x = torch.sinh(torch.ones(8, device="foo"))
+        y = torch.full((1 << 18,), 0.5, device="foo")
+        for _ in range(20):
+            y = torch.asinh(torch.sinh(y))  # queued, most likely still running when the fork is asked for
         pid = os.fork()
         if pid == 0:
+            if torch_foo._C._async_fallback_calls_in_flight() != 0:
+                os._exit(5)
             try:
                 torch.cosh(torch.ones(2)).to("foo")
                 os._exit(3)
@@ -190,8 +197,10 @@ def test_fork_after_asynchronous_calls(run_python):
                 os._exit(0 if "forked subprocess" in str(error) else 4)
         _, status = os.waitpid(pid, 0)
         print("child", os.waitstatus_to_exitcode(status), "parent", round(torch.sinh(x).sum().item(), 3))
+        assert torch.allclose(y.cpu(), torch.full((1 << 18,), 0.5))
+        print("paths", torch_foo.fallback_paths()["aten::sinh"]["async"] > 20)
     """
     result = run_python(code, timeout=120)
     assert result.returncode == 0, result.stderr
     expected = round(torch.sinh(torch.sinh(torch.ones(8))).sum().item(), 3)
-    assert result.stdout.split() == ["child", "0", "parent", str(expected)], result.stdout
+    assert result.stdout.split() == ["child", "0", "parent", str(expected), "paths", "True"], result.stdout

@@ -16,6 +16,7 @@ changes nothing.
 """
 
 import atexit
+import os
 import sys
 
 import torch
@@ -231,6 +232,11 @@ def _finish_device_work() -> None:
 
 
 atexit.register(_finish_device_work)
+
+# Before os.fork() (multiprocessing, DataLoader workers): the asynchronous fallback's queued CPU kernels
+# finish first. One running on a stream's worker at the fork may hold a lock of torch's that the child,
+# which has no such thread, would wait on forever (the child cannot use the device; it can use the CPU).
+os.register_at_fork(before=_C._wait_for_async_fallback)
 
 __all__ = [
     "async_fallback_enabled",

@@ -16,10 +16,13 @@
 #include "Fallback.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -244,9 +247,15 @@ void free_retired_calls() {
   // `calls` is freed here, on the caller's thread.
 }
 
+// Calls enqueued whose host function has not finished: a fork waits for none to be left
+// (wait_for_async_fallback), as the CPU kernel running on a stream's worker may hold one of torch's locks
+// (a function-local static being initialised, say) that the child, without that thread, would wait on forever.
+std::atomic<size_t> calls_in_flight{0};
+
 // The policy's keep: the call owns itself until its host function has run.
 void keep_until_run(const std::shared_ptr<StagedCall>& call) {
   call->owner = call;
+  calls_in_flight.fetch_add(1, std::memory_order_relaxed);
 }
 
 // The policy's release, on the stream's worker after the host function ran and on the calling thread
@@ -256,9 +265,12 @@ void release(StagedCall* call) {
   if (call->releases.fetch_add(1, std::memory_order_acq_rel) == 0) {
     return;
   }
-  RetiredCalls& retired = retired_calls();
-  const std::lock_guard<std::mutex> lock(retired.mutex);
-  retired.calls.push_back(std::move(call->owner));
+  {
+    RetiredCalls& retired = retired_calls();
+    const std::lock_guard<std::mutex> lock(retired.mutex);
+    retired.calls.push_back(std::move(call->owner));
+  }
+  calls_in_flight.fetch_sub(1, std::memory_order_release);
 }
 
 const StagingPolicy kAsyncPolicy{
@@ -305,6 +317,17 @@ void set_async_fallback(bool enabled) {
 
 bool async_fallback_enabled() {
   return async_enabled.load(std::memory_order_relaxed);
+}
+
+size_t async_fallback_calls_in_flight() {
+  return calls_in_flight.load(std::memory_order_acquire);
+}
+
+void wait_for_async_fallback() {
+  // Rare (a fork) and short (the queued CPU kernels): polling keeps the enqueuing path free of a lock.
+  while (calls_in_flight.load(std::memory_order_acquire) != 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

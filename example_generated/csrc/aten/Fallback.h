@@ -75,6 +75,14 @@ std::vector<std::tuple<std::string, uint64_t, uint64_t>> fallback_paths();
 void set_async_fallback(bool enabled);
 bool async_fallback_enabled();
 
+// The asynchronous fallback's calls enqueued whose CPU kernel has not finished running.
+size_t async_fallback_calls_in_flight();
+
+// Returns once no call of the asynchronous fallback is in flight. The backend module runs it before
+// os.fork() (with the GIL released): a CPU kernel running on a stream's worker at the fork may hold a lock
+// of torch's that the child, which has no such thread, would then wait on forever.
+void wait_for_async_fallback();
+
 // Runs one operator through the fallback from inside a native kernel, for cases that kernel
 // does not handle (a rare dtype, say). Op is the operator's at::_ops struct.
 template <typename Op, typename... Args>

@@ -230,6 +230,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_paths", &ns::fallback_paths);
   m.def("_set_async_fallback", &ns::set_async_fallback);
   m.def("_async_fallback_enabled", &ns::async_fallback_enabled);
+  m.def("_async_fallback_calls_in_flight", &ns::async_fallback_calls_in_flight);
+  m.def("_wait_for_async_fallback", &ns::wait_for_async_fallback, py::call_guard<py::gil_scoped_release>());
   // Peer access (torch_foo/device.py).
   m.def("_can_access_peer", [](int64_t device, int64_t peer) {
     return ns::can_access_peer(ns::checked(device), ns::checked(peer));
