@@ -1,5 +1,7 @@
 """Native kernels (add, sub, mul, div, fill_) and the CPU fallback, compared with CPU results."""
 
+import threading
+
 import pytest
 import torch
 from numerics import assert_matches_cpu
@@ -230,6 +232,46 @@ def test_fallback_ops_match_cpu(device, name):
     result = FALLBACK_CASES[name](x.to(device))
     assert result.device == device
     assert_close(result.cpu(), FALLBACK_CASES[name](x))
+
+
+@pytest.mark.parametrize("numel", [1, 16, 17, 1000, 16384, 16385, 70000])
+def test_fallback_host_copies_of_each_size(device, numel):
+    """The fallback's host copies of device arguments reuse blocks kept by power-of-two size up to 64 KiB
+    (StagingAllocator, csrc/aten/Copy.cpp): each size around a class's edges and beyond the last, a reused
+    block holding another call's values, and in-place and out= results written back."""
+    x, y = make((numel,), torch.float32, 3), make((numel,), torch.float32, 4)
+    d, e = x.to(device), y.to(device)
+    for _ in range(3):  # the second and third calls take the blocks the first gave back
+        assert_close(torch.sin(d).cpu(), torch.sin(x))
+        assert_close(torch.sin(e).cpu(), torch.sin(y))
+    e.tan_()
+    assert_close(e.cpu(), y.tan())
+    out = torch.empty(0, device=device)
+    torch.cos(d, out=out)
+    assert_close(out.cpu(), torch.cos(x))
+
+
+def test_fallback_host_copies_from_several_threads(device):
+    """Blocks of the fallback's host copies are taken and given back by several threads at once."""
+    inputs = [make((n,), torch.float32, n) for n in (5, 40, 300, 2000)]
+    errors = []
+
+    def work(k):
+        try:
+            xs = [x.to(device) for x in inputs]
+            for i in range(100):
+                j = (i + k) % len(inputs)
+                assert_close(torch.sin(xs[j]).cpu(), torch.sin(inputs[j]))
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
 
 
 def test_fallback_ops_are_recorded_and_native_ops_are_not(run_python):

@@ -1,6 +1,9 @@
 // Transfers between pageable host memory and a foo device for code that already knows
 // both sides (the CPU fallback, Fallback.cpp): what _copy_from (Copy.cpp) does for them, without a
-// trip through the dispatcher for every tensor. Complete when they return, like copy_.
+// trip through the dispatcher for every tensor. A copy to the host is complete when it returns, like
+// copy_; a copy to the device returns once the runtime has read the host memory (it may stage the
+// bytes), and runs in the current stream's order, like copy_(non_blocking=True) from pageable memory:
+// whatever reads the result next is ordered after it, and the host memory can be freed at once.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -19,6 +19,7 @@
 // operator it runs, and it takes those whose arguments hold a dtype of the table. `cpu_key` is the
 // CPU kernel's key (CPU, or SparseCPU / SparseCsrCPU for sparse arguments).
 #include <algorithm>
+#include <bitset>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -27,6 +28,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
 
 #include "../aten/Fallback.h"
 
@@ -90,6 +92,24 @@ const std::unordered_map<std::string, std::vector<Widening>>& operator_widenings
   return *table;
 }
 
+// Every narrow dtype of the table: a call holding none of them (nearly every call) is not widened, which
+// the fallback learns without looking its operator up by name.
+const std::bitset<static_cast<size_t>(ScalarType::NumOptions)>& narrow_dtypes() {
+  static const auto mask = [] {
+    std::bitset<static_cast<size_t>(ScalarType::NumOptions)> bits;
+    for (const Widening& w : kEveryOperator) {
+      bits.set(static_cast<size_t>(w.from));
+    }
+    for (const auto& entry : operator_widenings()) {
+      for (const Widening& w : entry.second) {
+        bits.set(static_cast<size_t>(w.from));
+      }
+    }
+    return bits;
+  }();
+  return mask;
+}
+
 bool is_scalar_type(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::OptionalType) {
     return is_scalar_type(type->castRaw<c10::OptionalType>()->getElementType());
@@ -138,13 +158,19 @@ bool keeps_narrow(ScalarType dtype, ScalarType narrow) {
 // argument of a wider dtype, as in complex32 * float32 -> complex64, leaves the call to the CPU
 // kernel, which promotes it itself).
 std::optional<Widening> choose(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments) {
-  std::vector<ScalarType> present;
+  c10::SmallVector<ScalarType, 8> present;
   const auto& schema = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     for_each_device_tensor(arguments[i], [&](const at::Tensor& t) { present.push_back(t.scalar_type()); });
     if (is_scalar_type(schema[i].real_type()) && arguments[i].isInt()) {
       present.push_back(static_cast<ScalarType>(arguments[i].toInt()));
     }
+  }
+  const auto& narrow = narrow_dtypes();
+  if (std::none_of(present.begin(), present.end(), [&](ScalarType dtype) {
+        return static_cast<size_t>(dtype) < narrow.size() && narrow.test(static_cast<size_t>(dtype));
+      })) {
+    return std::nullopt;
   }
   const auto holds = [&](ScalarType dtype) {
     return std::find(present.begin(), present.end(), dtype) != present.end();
