@@ -81,6 +81,25 @@ def test_an_opencl_render_has_every_feature_and_compiles_to_opencl_c(render):
     assert "opencl_kernels" in (inductor / "wrapper.py").read_text()
 
 
+def test_the_operator_librarys_float_erf_is_the_compiled_kernels_one(render):
+    """bias_gelu's float erf (gelu_erf, csrc/kernels/opencl/custom_ops.cpp) is a copy of the compiled
+    kernels' cl_erf (opencl_scheduling.py), one in C++ and one in Python: the same code, coefficient
+    for coefficient, so the accuracy scripts/fit_erf.py measured holds for both."""
+    import re
+
+    root = render("foo", driver="opencl")
+
+    def body(text: str, name: str) -> list[str]:
+        start = text.index(f"float {name}(float x) {{")
+        end = text.index("\n}", start)
+        return re.sub(r"\s+", " ", text[text.index("{", start) + 1 : end]).split(";")
+
+    library = (root / "csrc" / "kernels" / "opencl" / "custom_ops.cpp").read_text()
+    compiled = (root / "torch_foo" / "_inductor" / "opencl_scheduling.py").read_text()
+    assert body(library, "gelu_erf") == body(compiled, "cl_erf")
+    assert "gelu_erf(z * SQRT_HALF)" in library and " erf(z * SQRT_HALF)" not in library
+
+
 # The OpenCL kernels and C++ tests each feature with kernels adds to the OpenCL operator library.
 FEATURE_KERNELS = {
     "native_operators": (

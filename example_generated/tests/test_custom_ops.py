@@ -1,6 +1,7 @@
 """Custom operators: torch.ops.torch_foo.bias_gelu has a foo kernel, a CPU kernel, autograd
 and a fake kernel, checked by torch.library.opcheck and against gelu(x + bias) computed by PyTorch."""
 
+import math
 import os
 import re
 import shutil
@@ -60,6 +61,27 @@ def test_forward_matches_gelu_of_sum(dtype):
         result = op(x.to(device), bias.to(device))
         assert result.device.type == device and result.dtype == dtype
         assert_close(result.cpu(), expected, **TOL.get(dtype, {}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_forward_and_backward_are_accurate_over_the_whole_range(dtype):
+    # Every float erf regime: the polynomial below |z / sqrt(2)| = 1, the exponential tail above,
+    # the clamp (3.92) and past it, and a length that is no multiple of a work-group (vectorised
+    # kernels on a CPU driver). Against gelu in double, so the bound is the kernel's own error.
+    special = [0.0, -0.0, 1e-30, -1e-30, 1e-8, 1.4142, 1.41422, 5.5437, 5.5438, 12.0, -12.0]
+    z = torch.cat([torch.linspace(-9, 9, 200_003, dtype=torch.float64), torch.tensor(special, dtype=torch.float64)])
+    z = z.to(dtype).double()
+    bias = torch.zeros(z.numel(), dtype=torch.float64)
+    out = op(z.to("foo", dtype), bias.to("foo", dtype)).cpu().double()
+    tol = {"atol": 1e-6, "rtol": 3e-6} if dtype == torch.float32 else {"atol": 1e-14, "rtol": 1e-13}
+    assert_close(out, F.gelu(z), **tol)
+    nan = torch.tensor([math.nan], dtype=dtype)
+    assert op(nan.to("foo"), torch.zeros_like(nan).to("foo")).isnan().all()
+    x = z.to("foo", dtype).requires_grad_()
+    op(x, bias.to("foo", dtype)).backward(torch.ones_like(x))
+    reference = z.clone().requires_grad_()
+    F.gelu(reference).backward(torch.ones_like(reference))
+    assert_close(x.grad.cpu().double(), reference.grad, **tol)
 
 
 def test_device_kernel_runs_natively():
