@@ -24,11 +24,11 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
-#include <c10/core/impl/alloc_cpu.h>
 #include <torch/library.h>
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <vector>
 
 #include "../core/DeviceAllocator.h"
@@ -304,8 +304,8 @@ at::Scalar _local_scalar_dense(const at::Tensor& self) {
 // 1,000 instructions an allocation and free, a twentieth of a small fallback call). Blocks up to 64
 // KiB are kept for the next call instead: a few of each power-of-two size, in slots taken and filled
 // with one atomic exchange, so that a tensor freed on any thread, or a fork at any moment, finds no
-// lock. Larger blocks, and those beyond the slots, come from and go back to the CPU's allocator and
-// glibc. Being freed on return, these blocks do not reach the profiler's CPU memory records.
+// lock. Larger tensors take the CPU's allocator; a block given back to full slots goes back to glibc.
+// Being freed on return, these blocks do not reach the profiler's CPU memory records.
 class StagingAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
@@ -323,7 +323,10 @@ class StagingAllocator final : public c10::Allocator {
       }
     }
     if (block == nullptr) {
-      block = c10::alloc_cpu(kHeader + (kSmallest << cls)); // 64-byte aligned, as the CPU allocator's
+      const size_t bytes = kHeader + (kSmallest << cls); // a multiple of 64, as aligned_alloc requires
+      block = std::aligned_alloc(kHeader, bytes);
+      TORCH_CHECK_WITH(
+          OutOfMemoryError, block != nullptr, "the host refused ", bytes, " bytes for a copy of a device tensor");
     }
     static_cast<Header*>(block)->cls = cls;
     return {static_cast<char*>(block) + kHeader, block, &give_back, c10::Device(c10::kCPU)};
@@ -363,7 +366,7 @@ class StagingAllocator final : public c10::Allocator {
         return;
       }
     }
-    c10::free_cpu(block);
+    std::free(block);
   }
 
   std::array<std::array<std::atomic<void*>, kSlots>, kClasses> slots_{};
