@@ -1,5 +1,5 @@
 """Activations, optimizer updates and sums on the device (csrc/aten/Pointwise.cpp,
-csrc/aten/Reductions.cpp): relu and its gradient, sqrt, addcmul, addcdiv, lerp and sum run in the
+csrc/aten/Reductions.cpp): relu and its gradient, sqrt, pow, addcmul, addcdiv, lerp, sum and mean run in the
 operator library (fooOpPointwise, fooOpSum) instead of the CPU fallback.
 
 The pointwise results are the CPU's bit for bit, so that a model trained with Adam or SGD on the
@@ -221,6 +221,100 @@ def test_sum_errors_match_the_cpus(device):
         assert str(on_device.value) == str(on_cpu.value)
 
 
+# pow's exponents: the CPU's operator has loops of its own for the first eight, the math library's pow
+# computes the rest.
+EXPONENTS = [0, 1, 2, 3, -2, 0.5, -0.5, -1, 2.5, 1 / 3, -1.7]
+
+
+@pytest.mark.parametrize("dtype", FLOATING, ids=str)
+@pytest.mark.parametrize("exponent", EXPONENTS, ids=lambda e: f"{e:.3g}")
+def test_powers_equal_the_cpus(device, exponent, dtype):
+    """x ** e, negative and zero bases included (NaN for a fractional exponent, infinities for a
+    negative one): bit for bit where the CPU computes one elementary operation (a fill, a copy,
+    x * x), else as accurate as the CPU's."""
+    x = make((4099,), dtype, 3)
+    x[:3] = torch.tensor([0.0, -0.0, -2.0])
+    got, expected = (x.to(device) ** exponent), x**exponent
+    assert got.device == device and got.dtype == dtype
+    elementary = exponent in (0, 1) or (exponent == 2 and dtype != torch.float16)
+    reference = x.double() ** pow_exponent(exponent, dtype)
+    assert_matches_cpu(got, expected, elementary=elementary, reference=reference)
+    in_place = x.to(device)
+    assert in_place.pow_(exponent) is in_place
+    assert_matches_cpu(in_place, expected, elementary=elementary, reference=reference)
+
+
+def pow_exponent(exponent, dtype):
+    """The exponent as the CPU's operator takes it: rounded to the dtype for the 16-bit types."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.tensor(exponent, dtype=dtype).item()
+    return exponent
+
+
+def test_powers_of_other_kinds_run_on_the_fallback(device):
+    """Integer tensors, a complex exponent, a tensor exponent and out= give the CPU's results."""
+    i = torch.arange(-3, 5)
+    x = make((16,), torch.float32, 4, positive=True)
+    cases = {
+        "integer base": lambda d: i.to(d) ** 2,
+        "integer base, float exponent": lambda d: i.to(d) ** 0.5,
+        "complex exponent": lambda d: x.to(d) ** complex(2, 1),
+        "tensor exponent": lambda d: x.to(d) ** x.to(d),
+        "out=": lambda d: torch.pow(x.to(d), 2, out=torch.empty(16, device=d)),
+    }
+    for name, case in cases.items():
+        got, expected = case(device), case("cpu")
+        assert got.device == device and got.dtype == expected.dtype, name
+        assert_close(got.cpu(), expected, msg=name, equal_nan=True)
+    # An exponent a 16-bit dtype cannot hold: the CPU's error.
+    with pytest.raises(RuntimeError) as on_cpu:
+        x.half() ** 1e6
+    with pytest.raises(RuntimeError) as on_device:
+        x.half().to(device) ** 1e6
+    assert str(on_device.value) == str(on_cpu.value)
+
+
+MEANS = {
+    "rows of a batch": lambda t: t.mean(0),
+    "all": lambda t: t.mean(),
+    "last dimension": lambda t: t.mean(-1),
+    "two dimensions": lambda t: t.mean((0, 1)),
+    "keepdim": lambda t: t.mean(1, keepdim=True),
+    "transposed input": lambda t: t.transpose(0, 2).mean(2),
+    "dimensions apart (fallback)": lambda t: t.mean((0, 2)),
+    "dtype= (fallback)": lambda t: t.mean(0, dtype=torch.float64),
+    "mean of nothing": lambda t: t[:, :0].mean(),
+    "empty dimension": lambda t: t[:, :0].mean(1),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATING, ids=str)
+@pytest.mark.parametrize("name", list(MEANS))
+def test_means_equal_the_cpus_within_rounding(device, name, dtype):
+    t = make((6, 35, 17), dtype, 5)
+    got, expected = MEANS[name](t.to(device)), MEANS[name](t)
+    assert got.device == device
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert_close(got.cpu(), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATING, ids=str)
+def test_a_batch_mean_divides_as_the_cpu(device, dtype):
+    """A mean over a batch's rows sums in the CPU's order (as a bias gradient does) and divides once:
+    for the 16-bit types in float, rounded at the end, so the CPU's result bit for bit."""
+    t = make((200, 512), dtype, 6)
+    assert_matches_cpu(t.to(device).mean(0), t.mean(0), elementary=True, division=True)
+
+
+def test_mean_errors_match_the_cpus(device):
+    for t, dims in [(torch.ones(2, 3), (0, 0)), (torch.ones(2, 3), 2), (torch.ones(2, 3, dtype=torch.long), 0)]:
+        with pytest.raises((RuntimeError, IndexError)) as on_cpu:
+            t.mean(dims)
+        with pytest.raises(type(on_cpu.value)) as on_device:
+            t.to(device).mean(dims)
+        assert str(on_device.value) == str(on_cpu.value)
+
+
 def test_optimizers_and_activations_run_on_the_device(run_python):
     # A new interpreter: the fallback's record is per process.
     code = (
@@ -230,14 +324,14 @@ def test_optimizers_and_activations_run_on_the_device(run_python):
         "    step = optimizer(model.parameters(), lr=0.01)\n"
         "    for foreach in (False, True):\n"
         "        step.param_groups[0]['foreach'] = foreach\n"
-        "        model(torch.randn(4, 8, device='foo')).square().sum().backward()\n"
+        "        model(torch.randn(4, 8, device='foo')).square().mean().backward()\n"
         "        step.step()\n"
         "print(torch_foo.fallback_ops())\n"
     )
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     on_fallback = {op.split("::")[1].split(".")[0] for op in eval(result.stdout)}
-    native = {"relu", "threshold_backward", "sqrt", "addcmul", "addcdiv", "lerp", "sum"}
+    native = {"relu", "threshold_backward", "sqrt", "addcmul", "addcdiv", "lerp", "sum", "pow", "mean"}
     assert not on_fallback & {name + suffix for name in native for suffix in ("", "_")}, on_fallback
 
 

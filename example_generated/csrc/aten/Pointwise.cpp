@@ -1,5 +1,5 @@
-// Native activations and optimizer updates: relu and its gradient, sqrt, and the optimizers'
-// addcmul, addcdiv and lerp (functional and in place), on the operator library's
+// Native activations, powers and optimizer updates: relu and its gradient, sqrt, pow with a number
+// exponent, and the optimizers' addcmul, addcdiv and lerp (functional and in place), on the operator library's
 // fooOpPointwise. Floating tensors of one dtype on one device run here; every other case
 // (integers, mixed dtypes, a complex number argument) runs on the CPU fallback with the caller's
 // arguments. A project generated without the native_operators answer has no such file: these
@@ -13,6 +13,7 @@
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
@@ -20,6 +21,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <cmath>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -187,6 +189,48 @@ at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tens
       fooPointwiseLerp, {&self, &end, &weight}, nullptr, self, end, weight);
 }
 
+// pow's exponent as PyTorch's CPU operator takes it for a floating `dtype`: a double for float and
+// double, rounded to the dtype for the 16-bit types; nullopt for a complex exponent or one the dtype
+// cannot hold (the fallback then computes, or raises, as the CPU does).
+std::optional<double> pow_exponent(c10::ScalarType dtype, const at::Scalar& exponent) {
+  if (exponent.isComplex()) {
+    return std::nullopt;
+  }
+  const double e = exponent.to<double>();
+  if (dtype == c10::kHalf || dtype == c10::kBFloat16) {
+    if (std::isfinite(e) && std::abs(e) > (dtype == c10::kHalf ? 65504.0 : 3.3895313892515355e38)) {
+      return std::nullopt;
+    }
+    return dtype == c10::kHalf ? static_cast<double>(static_cast<float>(c10::Half(static_cast<float>(e))))
+                               : static_cast<double>(static_cast<float>(c10::BFloat16(static_cast<float>(e))));
+  }
+  return e;
+}
+
+// x ** exponent for a real number exponent (a loss's square, a norm's root): floating tensors of a
+// dtype the library takes, whose result keeps their dtype; integer tensors, a tensor exponent and
+// out= run on the fallback.
+at::Tensor pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent) {
+  if (same_floating_device_tensors(self)) {
+    if (const auto e = pow_exponent(self.scalar_type(), exponent)) {
+      if (auto result = pointwise<1>(fooPointwisePow, {&self}, *e, nullptr)) {
+        return *result;
+      }
+    }
+  }
+  return run_on_cpu<at::_ops::pow_Tensor_Scalar>(self, exponent);
+}
+
+at::Tensor& pow_tensor_scalar_(at::Tensor& self, const at::Scalar& exponent) {
+  if (same_floating_device_tensors(self)) {
+    const auto e = pow_exponent(self.scalar_type(), exponent);
+    if (e && pointwise<1>(fooPointwisePow, {&self}, *e, &self)) {
+      return self;
+    }
+  }
+  return run_on_cpu<at::_ops::pow__Scalar>(self, exponent);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -203,6 +247,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lerp_.Scalar", lerp_scalar_);
   m.impl("lerp.Tensor", lerp_tensor);
   m.impl("lerp_.Tensor", lerp_tensor_);
+  m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
+  m.impl("pow_.Scalar", pow_tensor_scalar_);
 }
 
 } // namespace torch_foo

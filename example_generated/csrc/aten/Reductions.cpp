@@ -1,5 +1,5 @@
-// Sums on the device: sum over any dimensions (torch.sum, Tensor.sum, a bias's gradient, a loss
-// summed or averaged over a batch).
+// Sums and means on the device: sum and mean over any dimensions (torch.sum, Tensor.mean, a bias's
+// gradient, a loss summed or averaged over a batch).
 //
 // The host wraps the dimensions as PyTorch does (its errors for a dimension out of range or
 // repeated), allocates the result and describes, for each element of the result, where its sum
@@ -7,11 +7,12 @@
 // summed dimensions must be one run in memory (any dimensions of a contiguous tensor that are
 // next to each other, or all of them): a bias gradient sums a batch's rows, a loss all its
 // elements. Other layouts, integer, complex and 16-bit-to-float (dtype=) sums, and the out=
-// variant run on the CPU fallback.
+// variants run on the CPU fallback. A mean is the device's sum divided by the count, as the CPU's.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/EmptyTensor.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/mean_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -122,10 +123,49 @@ at::Tensor sum(
   return run_on_cpu<at::_ops::sum_dim_IntList>(self, dim, keepdim, dtype);
 }
 
+// The mean on the device as PyTorch's CPU operator computes it: the sum divided by the number of
+// summed elements, and for the 16-bit types the sum of the input converted to float, divided in
+// float and rounded once (the CPU's accuracy rule for them). nullopt where the sum would run on the
+// fallback, or for a dtype= other than the input's.
+std::optional<at::Tensor> device_mean(
+    const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  const c10::ScalarType type = self.scalar_type();
+  if (!self.is_privateuseone() || self.dim() == 0 || (dtype.has_value() && *dtype != type) ||
+      !c10::isFloatingType(type) || !op_dtype(type).has_value()) {
+    return std::nullopt;
+  }
+  const bool narrow = type == c10::kHalf || type == c10::kBFloat16;
+  const at::Tensor input = narrow ? self.to(c10::kFloat) : self;
+  std::optional<at::Tensor> sum = device_sum(input, dim, keepdim, std::nullopt);
+  if (!sum) {
+    return std::nullopt;
+  }
+  int64_t count = 1; // the summed elements of each mean (dimension errors were raised by the sum)
+  if (!dim.has_value() || dim->empty()) {
+    count = self.numel();
+  } else {
+    const std::bitset<at::dim_bitset_size> reduced = at::dim_list_to_bitset(*dim, self.dim());
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      count *= reduced[d] ? self.size(d) : 1;
+    }
+  }
+  sum->div_(count);
+  return narrow ? sum->to(type) : *sum;
+}
+
+at::Tensor mean(
+    const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  if (auto result = device_mean(self, dim, keepdim, dtype)) {
+    return *result;
+  }
+  return run_on_cpu<at::_ops::mean_dim>(self, dim, keepdim, dtype);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.dim_IntList", sum);
+  m.impl("mean.dim", mean);
 }
 
 } // namespace torch_foo

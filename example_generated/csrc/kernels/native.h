@@ -27,6 +27,11 @@ extern "C" {
 //  - Lerp (out, self, end) with the weight w = value, or (out, self, end, weight) with a weight per
 //    element: self + w * (end - self) for |w| < 0.5, else end + (w - 1) * (end - self), each one
 //    fused multiply-add (exact at both ends).
+//  - Pow (out, x) with the exponent e = value (a double, whatever the dtype): x ** e as PyTorch's CPU
+//    operator computes it for each exponent: e == 2 is x * x, 3 is x * x * x, -2 is 1 / (x * x),
+//    0.5 the square root (Sqrt's), -0.5 one over it, -1 the reciprocal; any other e the math
+//    library's pow (within its error bounds: this one is not an elementary operation). The caller
+//    rounds e as the CPU does for the 16-bit types (to the tensor's dtype).
 typedef enum fooPointwiseOp {
   fooPointwiseSqrt = 0,
   fooPointwiseRelu = 1,
@@ -34,11 +39,12 @@ typedef enum fooPointwiseOp {
   fooPointwiseAddcmul = 3,
   fooPointwiseAddcdiv = 4,
   fooPointwiseLerp = 5,
+  fooPointwisePow = 6,
 } fooPointwiseOp;
 fooError_t fooOpPointwise(
     fooPointwiseOp op,
     const fooIter* it,
-    fooScalar value, // the value, threshold or weight the operation takes
+    fooScalar value, // the value, threshold, weight or exponent the operation takes
     fooStream_t stream);
 
 // ---- reductions ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// Dense math of the emulated device: matrix products, convolutions and softmax; and square roots.
+// Dense math of the emulated device: matrix products, convolutions and softmax; and square roots and powers.
 //
 // A device takes these from its vendor's math library (cuBLAS and cuDNN for CUDA). The emulated
 // device runs on the host, whose best math library is the one PyTorch's CPU operators use (oneDNN,
@@ -17,6 +17,7 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/pow.h>
 #include <ATen/ops/sqrt.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -239,6 +240,24 @@ void host_sqrt(
     const auto options = at::TensorOptions().dtype(type);
     at::Tensor result = at::from_blob(out, {n}, {out_stride / itemsize}, options);
     at::sqrt_out(result, at::from_blob(const_cast<char*>(in), {n}, {in_stride / itemsize}, options));
+  });
+}
+
+void host_pow(
+    const fooEmuKernelContext* ctx,
+    fooDataType dtype,
+    char* out,
+    int64_t out_stride,
+    const char* in,
+    int64_t in_stride,
+    int64_t n,
+    double exponent) {
+  guarded(ctx, [&] {
+    const auto type = *scalar_type(dtype);
+    const auto itemsize = static_cast<int64_t>(c10::elementSize(type));
+    const auto options = at::TensorOptions().dtype(type);
+    at::Tensor result = at::from_blob(out, {n}, {out_stride / itemsize}, options);
+    at::pow_out(result, at::from_blob(const_cast<char*>(in), {n}, {in_stride / itemsize}, options), exponent);
   });
 }
 

@@ -23,4 +23,16 @@ void host_sqrt(
     int64_t in_stride,
     int64_t n);
 
+// out = in ** exponent, the same way, by PyTorch's CPU pow operator: its vector math library's pow for
+// the exponents it has no loop of its own for, and the 16-bit types' exponent rounded to their dtype.
+void host_pow(
+    const fooEmuKernelContext* ctx,
+    fooDataType dtype,
+    char* out,
+    int64_t out_stride,
+    const char* in,
+    int64_t in_stride,
+    int64_t n,
+    double exponent);
+
 } // namespace torch_foo::kernels

@@ -1,4 +1,4 @@
-// Activations and optimizer updates of the emulated device: fooOpPointwise. (Sums: sums.cpp.)
+// Activations, optimizer updates and powers of the emulated device: fooOpPointwise. (Sums: sums.cpp.)
 //
 // They round as PyTorch's CPU kernels do on this host, so that a model trained here equals one
 // trained on the CPU: the 16-bit types computed in float, and a multiply followed by an add fused
@@ -29,6 +29,14 @@ inline M mul_add(M a, M b, M c, bool fused) {
 template <typename M>
 struct Sqrt {
   static constexpr int kInputs = 1;
+};
+
+// Pow is a tag too: host_pow() runs the CPU's pow operator, whose exponents 2, 3, -2, 0.5, -0.5 and -1
+// take loops of their own and whose other exponents its vector math library computes.
+template <typename M>
+struct Pow {
+  static constexpr int kInputs = 1;
+  double exponent;
 };
 
 template <typename M>
@@ -136,6 +144,8 @@ struct PointwiseLoop {
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<Op, Sqrt<M>>) {
       host_sqrt(ctx, data_type_of<T>(), data[0], strides[0], data[1], strides[1], n); // the CPU's roots
+    } else if constexpr (std::is_same_v<Op, Pow<M>>) {
+      host_pow(ctx, data_type_of<T>(), data[0], strides[0], data[1], strides[1], n, op.exponent); // the CPU's pow
     } else {
       constexpr int kOperands = Op::kInputs + 1;
       bool contiguous = true;
@@ -224,6 +234,7 @@ fooError_t fooOpPointwise(
           return launch_pointwise<T>("lerp", it, LerpScalar<M>{v, std::abs(v) < M(0.5), fused}, stream);
         }
         return launch_pointwise<T>("lerp", it, LerpTensor<M>{fused}, stream);
+      case fooPointwisePow: return launch_pointwise<T>("pow", it, Pow<M>{value.real}, stream);
     }
     return fail(fooErrorInvalidValue, "%s: unknown operation %d", __func__, static_cast<int>(op));
   });
