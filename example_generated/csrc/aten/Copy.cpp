@@ -51,11 +51,17 @@ bool same_layout(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // An uninitialised tensor shaped like `like`: same strides when `like` is dense, else contiguous;
-// same conjugate/negative bits, so that its bytes mean what `like`'s bytes mean.
-at::Tensor empty_matching(const at::Tensor& like, c10::ScalarType dtype, c10::Device device) {
+// same conjugate/negative bits, so that its bytes mean what `like`'s bytes mean. A host tensor's
+// memory comes from `host_allocator` (the CPU's allocator when null).
+at::Tensor empty_matching(
+    const at::Tensor& like, c10::ScalarType dtype, c10::Device device, c10::Allocator* host_allocator = nullptr) {
   const bool dense = like.is_non_overlapping_and_dense();
   at::Tensor t;
-  if (device.is_cpu()) {
+  if (device.is_cpu() && host_allocator != nullptr) {
+    const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
+    t = dense ? at::detail::empty_strided_generic(like.sizes(), like.strides(), host_allocator, cpu, dtype)
+              : at::detail::empty_generic(like.sizes(), host_allocator, cpu, dtype, std::nullopt);
+  } else if (device.is_cpu()) {
     t = dense ? at::detail::empty_strided_cpu(like.sizes(), like.strides(), dtype)
               : at::detail::empty_cpu(like.sizes(), dtype);
   } else {
@@ -375,19 +381,7 @@ class StagingAllocator final : public c10::Allocator {
 } // namespace
 
 at::Tensor host_copy(const at::Tensor& src) {
-  at::Tensor host;
-  if (src.is_non_overlapping_and_dense()) {
-    host = at::detail::empty_strided_generic(
-        src.sizes(),
-        src.strides(),
-        &StagingAllocator::instance(),
-        c10::DispatchKeySet(c10::DispatchKey::CPU),
-        src.scalar_type());
-    host._set_conj(src.is_conj());
-    host._set_neg(src.is_neg());
-  } else {
-    host = empty_matching(src, src.scalar_type(), at::kCPU);
-  }
+  at::Tensor host = empty_matching(src, src.scalar_type(), at::kCPU, &StagingAllocator::instance());
   if (src.numel() > 0) {
     copy_device_to_host(host, src, false);
   }
