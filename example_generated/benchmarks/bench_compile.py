@@ -42,6 +42,11 @@ def make_step(model: nn.Module, x: torch.Tensor, device: str, compiled: bool):
     """A training step that returns when its work is done (the device's runs asynchronously)."""
     model = copy.deepcopy(model).to(device)
     x = x.to(device)
+    if compiled:
+        # Every compiled module runs through one frame (nn.Module's call), so without a reset a second
+        # model would be a recompile of the first: Dynamo would trace it with dynamic shapes, and past
+        # its recompile limit run it eagerly. Each compiled step starts afresh, as in its own process.
+        torch._dynamo.reset()
     forward = torch.compile(model) if compiled else model
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     finish = torch.get_device_module(device).synchronize

@@ -151,6 +151,32 @@ def test_results_have_the_strides_of_the_meta_kernel(layout, value_dim):
     torch.testing.assert_close(on_device[0].cpu(), math_on_cpu(q, k, v), **TOLERANCE[torch.float32])
 
 
+def test_a_graph_traced_with_dynamic_shapes_keeps_the_fused_kernel():
+    """torch.compile with dynamic shapes asks the device's choice with symbolic sizes: the checks become
+    guards, and one graph serves every sequence length with the fused kernel, forward and backward."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+    backend = AotEagerAndRecordGraphs()
+    torch._dynamo.reset()
+    attend = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), backend=backend)
+    for tokens in (12, 20, 28):
+        q, k, v = inputs((2, 4, tokens, 16), (2, 4, tokens, 16), torch.float32, seed=tokens)
+        dev = [t.to(DEVICE).requires_grad_() for t in (q, k, v)]
+        cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+        result, expected = attend(*dev), math_on_cpu(*cpu, is_causal=True)
+        grad = torch.randn(expected.shape, generator=torch.Generator().manual_seed(tokens))
+        result.backward(grad.to(DEVICE))
+        expected.backward(grad)
+        torch.testing.assert_close(result.cpu(), expected.detach(), **TOLERANCE[torch.float32])
+        for got, want in zip(dev, cpu, strict=True):
+            torch.testing.assert_close(got.grad.cpu(), want.grad, **TOLERANCE[torch.float32])
+    assert len(backend.fw_graphs) == 2, "a graph for the first size, one with dynamic shapes for the others"
+    dynamic_forward, dynamic_backward = backend.fw_graphs[-1], backend.bw_graphs[-1]
+    assert any(isinstance(n.meta.get("val"), torch.SymInt) for n in dynamic_forward.graph.nodes)
+    assert "_scaled_dot_product_fused_attention_overrideable" in str(dynamic_forward.graph)
+    assert "_scaled_dot_product_fused_attention_overrideable_backward" in str(dynamic_backward.graph)
+
+
 def test_math_path_for_other_dtypes_still_matches():
     q, k, v = inputs((1, 2, 4, 8), (1, 2, 6, 8), torch.float64)
     result = F.scaled_dot_product_attention(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), is_causal=True)

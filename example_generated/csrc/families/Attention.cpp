@@ -60,36 +60,30 @@ bool fused_kernel_supports(
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.is_nested() || k.is_nested() || v.is_nested()) {
     return false;
   }
-  // Fake tensors of a graph traced with dynamic shapes (torch.compile) have symbolic sizes, which
-  // size() and numel() refuse: they take the composite path, which the compiler decomposes.
-  for (const at::Tensor* t : {&q, &k, &v}) {
-    if (t->unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
-      return false;
-    }
-  }
-  if (mask.has_value() && mask->defined() && mask->unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
-    return false;
-  }
   if (!kernel_dtype(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type()) {
     return false;
   }
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || k.size(2) != v.size(2) || k.size(3) != q.size(3)) {
+  // Sizes as SymInts: a graph traced with dynamic shapes (torch.compile) has fake tensors of symbolic
+  // sizes, and each comparison below then becomes a guard of the graph, as CUDA's checks do, so that a
+  // transformer compiled for any sequence length keeps the fused kernel.
+  if (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0) || k.sym_size(2) != v.sym_size(2) ||
+      k.sym_size(3) != q.sym_size(3)) {
     return false;
   }
-  if (k.size(1) != v.size(1) || k.size(1) == 0 || q.size(1) % k.size(1) != 0 ||
-      (q.size(1) != k.size(1) && !enable_gqa)) {
+  if (k.sym_size(1) != v.sym_size(1) || k.sym_size(1) == 0 || q.sym_size(1) % k.sym_size(1) != 0 ||
+      (q.sym_size(1) != k.sym_size(1) && !enable_gqa)) {
     return false;
   }
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0 || q.size(3) > FOO_OP_ATTENTION_MAX_HEAD_DIM ||
-      v.size(3) > FOO_OP_ATTENTION_MAX_HEAD_DIM) {
+  if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0 ||
+      q.sym_size(3) > FOO_OP_ATTENTION_MAX_HEAD_DIM || v.sym_size(3) > FOO_OP_ATTENTION_MAX_HEAD_DIM) {
     return false;
   }
   if (mask.has_value() && mask->defined()) {
     if (is_causal || mask->dim() > 4 || !(mask->scalar_type() == c10::kBool || kernel_dtype(mask->scalar_type()))) {
       return false;
     }
-    const std::array<int64_t, 4> scores{q.size(0), q.size(1), q.size(2), k.size(2)};
-    if (!at::is_expandable_to(mask->sizes(), scores)) {
+    const std::array<c10::SymInt, 4> scores{q.sym_size(0), q.sym_size(1), q.sym_size(2), k.sym_size(2)};
+    if (!at::is_expandable_to(mask->sym_sizes(), scores)) {
       return false;
     }
   }
