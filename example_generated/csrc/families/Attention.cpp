@@ -74,8 +74,9 @@ bool fused_kernel_supports(
       (q.sym_size(1) != k.sym_size(1) && !enable_gqa)) {
     return false;
   }
-  if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0 ||
-      q.sym_size(3) > FOO_OP_ATTENTION_MAX_HEAD_DIM || v.sym_size(3) > FOO_OP_ATTENTION_MAX_HEAD_DIM) {
+  constexpr int64_t max_head_dim = FOO_OP_ATTENTION_MAX_HEAD_DIM;
+  if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0 || q.sym_size(3) > max_head_dim ||
+      v.sym_size(3) > max_head_dim) {
     return false;
   }
   if (mask.has_value() && mask->defined()) {
