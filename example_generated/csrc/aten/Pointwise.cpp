@@ -44,6 +44,24 @@ std::optional<double> pointwise_value(c10::ScalarType dtype, const at::Scalar& v
   return dtype == c10::kDouble ? value.to<double>() : static_cast<double>(value.to<float>());
 }
 
+// pow's exponent as PyTorch's CPU operator takes it for a floating `dtype`: a double for float and
+// double, rounded to the dtype for the 16-bit types; nullopt for a complex exponent or one the dtype
+// cannot hold (the fallback then computes, or raises, as the CPU does).
+std::optional<double> pow_exponent(c10::ScalarType dtype, const at::Scalar& exponent) {
+  if (exponent.isComplex()) {
+    return std::nullopt;
+  }
+  const double e = exponent.to<double>();
+  if (dtype == c10::kHalf || dtype == c10::kBFloat16) {
+    if (std::isfinite(e) && std::abs(e) > (dtype == c10::kHalf ? 65504.0 : 3.3895313892515355e38)) {
+      return std::nullopt;
+    }
+    return dtype == c10::kHalf ? static_cast<double>(static_cast<float>(c10::Half(static_cast<float>(e))))
+                               : static_cast<double>(static_cast<float>(c10::BFloat16(static_cast<float>(e))));
+  }
+  return e;
+}
+
 // Computes `op` over `inputs` (checked by same_floating_device_tensors) into a new tensor, or into
 // `*inplace`. nullopt when the library declines, or when the inputs do not broadcast to *inplace's
 // shape (the fallback then raises PyTorch's error): nothing has been written.
@@ -98,15 +116,15 @@ std::optional<at::Tensor> pointwise(
 }
 
 // The functional and in-place variants of a pointwise operator: the library computes it when it
-// takes the case (floating tensors of one dtype on one device, a real `number`: threshold, value or
-// weight, or none), else the CPU fallback runs Op with the caller's arguments `args`.
-template <typename Op, size_t N, typename... Args>
+// takes the case (floating tensors of one dtype on one device, a real `number`: threshold, value,
+// weight or exponent, or none, as `Value` converts it), else the CPU fallback runs Op with the
+// caller's arguments `args`.
+template <typename Op, auto Value = pointwise_value, size_t N, typename... Args>
 at::Tensor pointwise_functional(
     fooPointwiseOp op, const at::Tensor* const (&operands)[N], const at::Scalar* number, Args&&... args) {
   const std::array<const at::Tensor*, N> inputs = std::to_array(operands);
   if (std::apply([](const auto*... t) { return same_floating_device_tensors(*t...); }, inputs)) {
-    const auto value =
-        number == nullptr ? std::optional<double>(0) : pointwise_value(inputs[0]->scalar_type(), *number);
+    const auto value = number == nullptr ? std::optional<double>(0) : Value(inputs[0]->scalar_type(), *number);
     if (value) {
       if (auto result = pointwise<N>(op, inputs, *value, nullptr)) {
         return *result;
@@ -117,7 +135,7 @@ at::Tensor pointwise_functional(
 }
 
 // (In place: `self`, the first operand and argument, is the result.)
-template <typename Op, size_t N, typename... Rest>
+template <typename Op, auto Value = pointwise_value, size_t N, typename... Rest>
 at::Tensor& pointwise_inplace(
     fooPointwiseOp op,
     const at::Tensor* const (&operands)[N],
@@ -126,7 +144,7 @@ at::Tensor& pointwise_inplace(
     Rest&&... rest) {
   const std::array<const at::Tensor*, N> inputs = std::to_array(operands);
   if (std::apply([](const auto*... t) { return same_floating_device_tensors(*t...); }, inputs)) {
-    const auto value = number == nullptr ? std::optional<double>(0) : pointwise_value(self.scalar_type(), *number);
+    const auto value = number == nullptr ? std::optional<double>(0) : Value(self.scalar_type(), *number);
     if (value && pointwise<N>(op, inputs, *value, &self)) {
       return self;
     }
@@ -189,46 +207,17 @@ at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tens
       fooPointwiseLerp, {&self, &end, &weight}, nullptr, self, end, weight);
 }
 
-// pow's exponent as PyTorch's CPU operator takes it for a floating `dtype`: a double for float and
-// double, rounded to the dtype for the 16-bit types; nullopt for a complex exponent or one the dtype
-// cannot hold (the fallback then computes, or raises, as the CPU does).
-std::optional<double> pow_exponent(c10::ScalarType dtype, const at::Scalar& exponent) {
-  if (exponent.isComplex()) {
-    return std::nullopt;
-  }
-  const double e = exponent.to<double>();
-  if (dtype == c10::kHalf || dtype == c10::kBFloat16) {
-    if (std::isfinite(e) && std::abs(e) > (dtype == c10::kHalf ? 65504.0 : 3.3895313892515355e38)) {
-      return std::nullopt;
-    }
-    return dtype == c10::kHalf ? static_cast<double>(static_cast<float>(c10::Half(static_cast<float>(e))))
-                               : static_cast<double>(static_cast<float>(c10::BFloat16(static_cast<float>(e))));
-  }
-  return e;
-}
-
 // x ** exponent for a real number exponent (a loss's square, a norm's root): floating tensors of a
 // dtype the library takes, whose result keeps their dtype; integer tensors, a tensor exponent and
 // out= run on the fallback.
+constexpr fooPointwiseOp kPow = fooPointwisePow;
+
 at::Tensor pow_tensor_scalar(const at::Tensor& self, const at::Scalar& exponent) {
-  if (same_floating_device_tensors(self)) {
-    if (const auto e = pow_exponent(self.scalar_type(), exponent)) {
-      if (auto result = pointwise<1>(fooPointwisePow, {&self}, *e, nullptr)) {
-        return *result;
-      }
-    }
-  }
-  return run_on_cpu<at::_ops::pow_Tensor_Scalar>(self, exponent);
+  return pointwise_functional<at::_ops::pow_Tensor_Scalar, pow_exponent>(kPow, {&self}, &exponent, self, exponent);
 }
 
 at::Tensor& pow_tensor_scalar_(at::Tensor& self, const at::Scalar& exponent) {
-  if (same_floating_device_tensors(self)) {
-    const auto e = pow_exponent(self.scalar_type(), exponent);
-    if (e && pointwise<1>(fooPointwisePow, {&self}, *e, &self)) {
-      return self;
-    }
-  }
-  return run_on_cpu<at::_ops::pow__Scalar>(self, exponent);
+  return pointwise_inplace<at::_ops::pow__Scalar, pow_exponent>(kPow, {&self}, &exponent, self, exponent);
 }
 
 } // namespace

@@ -30,14 +30,26 @@
 namespace torch_foo {
 namespace {
 
-// The sum on the device; nullopt for the cases the fallback computes.
-std::optional<at::Tensor> device_sum(
-    const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+// Whether the library sums `self`'s dtype for a dtype= of `dtype` (none, or its own): a floating
+// device tensor of at least one dimension. (Its layout is device_sum's to check.)
+bool sums_on_device(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   const c10::ScalarType type = self.scalar_type();
-  if (!self.is_privateuseone() || self.dim() == 0 || (dtype.has_value() && *dtype != type) ||
-      !c10::isFloatingType(type) || !op_dtype(type).has_value()) {
+  return self.is_privateuseone() && self.dim() != 0 && (!dtype.has_value() || *dtype == type) &&
+      c10::isFloatingType(type) && op_dtype(type).has_value();
+}
+
+// The sum on the device; nullopt for the cases the fallback computes. `summed_count`, when given, is set
+// to the number of elements in each sum.
+std::optional<at::Tensor> device_sum(
+    const at::Tensor& self,
+    at::OptionalIntArrayRef dim,
+    bool keepdim,
+    std::optional<c10::ScalarType> dtype,
+    int64_t* summed_count = nullptr) {
+  if (!sums_on_device(self, dtype)) {
     return std::nullopt;
   }
+  const c10::ScalarType type = self.scalar_type();
   const int64_t ndim = self.dim();
   std::bitset<at::dim_bitset_size> reduced;
   if (!dim.has_value() || dim->empty()) {
@@ -57,6 +69,9 @@ std::optional<at::Tensor> device_sum(
         summed.push_back(d);
       }
     }
+  }
+  if (summed_count != nullptr) {
+    *summed_count = count;
   }
   std::sort(summed.begin(), summed.end(), [&](int64_t a, int64_t b) { return self.stride(a) > self.stride(b); });
   for (size_t i = 1; i < summed.size() && count != 0; ++i) {
@@ -129,25 +144,16 @@ at::Tensor sum(
 // fallback, or for a dtype= other than the input's.
 std::optional<at::Tensor> device_mean(
     const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  const c10::ScalarType type = self.scalar_type();
-  if (!self.is_privateuseone() || self.dim() == 0 || (dtype.has_value() && *dtype != type) ||
-      !c10::isFloatingType(type) || !op_dtype(type).has_value()) {
+  if (!sums_on_device(self, dtype)) {
     return std::nullopt;
   }
+  const c10::ScalarType type = self.scalar_type();
   const bool narrow = type == c10::kHalf || type == c10::kBFloat16;
   const at::Tensor input = narrow ? self.to(c10::kFloat) : self;
-  std::optional<at::Tensor> sum = device_sum(input, dim, keepdim, std::nullopt);
+  int64_t count = 0;
+  std::optional<at::Tensor> sum = device_sum(input, dim, keepdim, std::nullopt, &count);
   if (!sum) {
     return std::nullopt;
-  }
-  int64_t count = 1; // the summed elements of each mean (dimension errors were raised by the sum)
-  if (!dim.has_value() || dim->empty()) {
-    count = self.numel();
-  } else {
-    const std::bitset<at::dim_bitset_size> reduced = at::dim_list_to_bitset(*dim, self.dim());
-    for (int64_t d = 0; d < self.dim(); ++d) {
-      count *= reduced[d] ? self.size(d) : 1;
-    }
   }
   sum->div_(count);
   return narrow ? sum->to(type) : *sum;

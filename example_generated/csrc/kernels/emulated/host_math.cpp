@@ -226,8 +226,10 @@ fooTensor or_none(const fooTensor* t) {
 
 } // namespace
 
-void host_sqrt(
+void host_unary(
     const fooEmuKernelContext* ctx,
+    HostUnary op,
+    double value,
     fooDataType dtype,
     char* out,
     int64_t out_stride,
@@ -239,25 +241,11 @@ void host_sqrt(
     const auto itemsize = static_cast<int64_t>(c10::elementSize(type));
     const auto options = at::TensorOptions().dtype(type);
     at::Tensor result = at::from_blob(out, {n}, {out_stride / itemsize}, options);
-    at::sqrt_out(result, at::from_blob(const_cast<char*>(in), {n}, {in_stride / itemsize}, options));
-  });
-}
-
-void host_pow(
-    const fooEmuKernelContext* ctx,
-    fooDataType dtype,
-    char* out,
-    int64_t out_stride,
-    const char* in,
-    int64_t in_stride,
-    int64_t n,
-    double exponent) {
-  guarded(ctx, [&] {
-    const auto type = *scalar_type(dtype);
-    const auto itemsize = static_cast<int64_t>(c10::elementSize(type));
-    const auto options = at::TensorOptions().dtype(type);
-    at::Tensor result = at::from_blob(out, {n}, {out_stride / itemsize}, options);
-    at::pow_out(result, at::from_blob(const_cast<char*>(in), {n}, {in_stride / itemsize}, options), exponent);
+    const at::Tensor input = at::from_blob(const_cast<char*>(in), {n}, {in_stride / itemsize}, options);
+    switch (op) {
+      case HostUnary::Sqrt: at::sqrt_out(result, input); break;
+      case HostUnary::Pow: at::pow_out(result, input, value); break;
+    }
   });
 }
 

@@ -24,19 +24,14 @@ inline M mul_add(M a, M b, M c, bool fused) {
 
 // The element operations, on values in opmath precision (float for the 16-bit types). Their
 // members travel in the launch's parameter block.
-// Sqrt is only a tag: host_sqrt() (host_math.h) computes the CPU's square roots, which are not always
-// correctly rounded, so no element loop is instantiated for it.
+// HostOp is only a tag: host_unary() (host_math.h) runs the CPU's own operator for the operations
+// whose results come from its vector math library (square roots, powers), so no element loop is
+// instantiated for them.
 template <typename M>
-struct Sqrt {
+struct HostOp {
   static constexpr int kInputs = 1;
-};
-
-// Pow is a tag too: host_pow() runs the CPU's pow operator, whose exponents 2, 3, -2, 0.5, -0.5 and -1
-// take loops of their own and whose other exponents its vector math library computes.
-template <typename M>
-struct Pow {
-  static constexpr int kInputs = 1;
-  double exponent;
+  HostUnary op;
+  double value; // pow's exponent
 };
 
 template <typename M>
@@ -142,10 +137,8 @@ struct PointwiseLoop {
   Op op;
   void run(const fooEmuKernelContext* ctx, char** data, const int64_t* strides, int64_t n, int64_t) const {
     using M = opmath_t<T>;
-    if constexpr (std::is_same_v<Op, Sqrt<M>>) {
-      host_sqrt(ctx, data_type_of<T>(), data[0], strides[0], data[1], strides[1], n); // the CPU's roots
-    } else if constexpr (std::is_same_v<Op, Pow<M>>) {
-      host_pow(ctx, data_type_of<T>(), data[0], strides[0], data[1], strides[1], n, op.exponent); // the CPU's pow
+    if constexpr (std::is_same_v<Op, HostOp<M>>) {
+      host_unary(ctx, op.op, op.value, data_type_of<T>(), data[0], strides[0], data[1], strides[1], n);
     } else {
       constexpr int kOperands = Op::kInputs + 1;
       bool contiguous = true;
@@ -223,7 +216,7 @@ fooError_t fooOpPointwise(
     using M = opmath_t<T>;
     const auto v = static_cast<M>(value.real);
     switch (op) {
-      case fooPointwiseSqrt: return launch_pointwise<T>("sqrt", it, Sqrt<M>{}, stream);
+      case fooPointwiseSqrt: return launch_pointwise<T>("sqrt", it, HostOp<M>{HostUnary::Sqrt, 0}, stream);
       case fooPointwiseRelu: return launch_pointwise<T>("relu", it, Relu<M>{}, stream);
       case fooPointwiseThresholdBackward:
         return launch_pointwise<T>("threshold_backward", it, ThresholdBackward<M>{v}, stream);
@@ -234,7 +227,7 @@ fooError_t fooOpPointwise(
           return launch_pointwise<T>("lerp", it, LerpScalar<M>{v, std::abs(v) < M(0.5), fused}, stream);
         }
         return launch_pointwise<T>("lerp", it, LerpTensor<M>{fused}, stream);
-      case fooPointwisePow: return launch_pointwise<T>("pow", it, Pow<M>{value.real}, stream);
+      case fooPointwisePow: return launch_pointwise<T>("pow", it, HostOp<M>{HostUnary::Pow, value.real}, stream);
     }
     return fail(fooErrorInvalidValue, "%s: unknown operation %d", __func__, static_cast<int>(op));
   });
