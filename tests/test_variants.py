@@ -42,7 +42,7 @@ SYMBOLS = {
     "kernel_families": ("WiderDtype", "run_widened", "OpAttention", "OpHistogram", "route_sparse_ops_to_fallback")
     + ("RecurrentCells", "OpLstmCell", "OpGruCell"),
     "native_operators": ("OpGemm", "OpConvolution", "OpSoftmax", "OpSum(", "OpSum,", "OpSum)", "OpPointwise")
-    + ("OpUnscale", "OpUpdateScale", "host_math", "host_sqrt"),
+    + ("OpUnscale", "OpUpdateScale", "host_math", "host_unary"),
     "backend_meta": ("BackendMeta", "backend metadata"),
     # Stream capture is part of the driver whatever the features (csrc/runtime/emulated/capture.cpp);
     # the graph API and objects go.
